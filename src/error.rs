@@ -33,6 +33,67 @@ pub enum Error {
         /// The GGML type id.
         ggml_type: u32,
     },
+    /// The GGUF file is malformed.
+    Gguf(crate::gguf::GgufError),
+    /// The KV page pool cannot hold what a step needs; nothing was written.
+    KvPagesExhausted {
+        /// Pages the step needed.
+        needed: usize,
+        /// Free pages in the pool.
+        free: usize,
+    },
+    /// No live sequence has this handle (never created, freed, or foreign).
+    UnknownSequence {
+        /// The handle's slot index.
+        index: u32,
+    },
+    /// All sequence slots are in use.
+    TooManySequences {
+        /// The configured maximum.
+        max: usize,
+    },
+    /// A sequence would grow past its maximum length.
+    SequenceTooLong {
+        /// Length it would reach.
+        len: usize,
+        /// The maximum.
+        max: usize,
+    },
+    /// A token id is not in the vocabulary.
+    TokenOutOfRange {
+        /// The token id.
+        token: u32,
+        /// Vocabulary size.
+        vocab_size: usize,
+    },
+    /// A step carries more tokens or entries than the engine was planned for.
+    BatchTooLarge {
+        /// Tokens (or entries) in the step.
+        requested: usize,
+        /// The planned maximum.
+        max: usize,
+    },
+    /// An output buffer is too small.
+    BufferTooSmall {
+        /// Elements needed.
+        needed: usize,
+        /// Elements available.
+        available: usize,
+    },
+    /// A required tensor is missing from the model.
+    MissingTensor,
+    /// A required metadata key is missing or has the wrong type.
+    MissingMetadata,
+    /// A configuration value is out of range or inconsistent.
+    InvalidConfig,
+    /// Text is not valid UTF-8 where UTF-8 is required.
+    InvalidUtf8,
+}
+
+impl From<crate::gguf::GgufError> for Error {
+    fn from(e: crate::gguf::GgufError) -> Self {
+        Error::Gguf(e)
+    }
 }
 
 impl fmt::Display for Error {
@@ -52,6 +113,31 @@ impl fmt::Display for Error {
             Error::UnsupportedType { ggml_type } => {
                 write!(f, "unsupported tensor type {ggml_type}")
             }
+            Error::Gguf(e) => write!(f, "malformed GGUF: {e:?}"),
+            Error::KvPagesExhausted { needed, free } => {
+                write!(f, "KV pages exhausted: {needed} needed, {free} free")
+            }
+            Error::UnknownSequence { index } => write!(f, "unknown sequence handle {index}"),
+            Error::TooManySequences { max } => write!(f, "too many sequences (max {max})"),
+            Error::SequenceTooLong { len, max } => {
+                write!(f, "sequence too long: {len} > {max}")
+            }
+            Error::TokenOutOfRange { token, vocab_size } => {
+                write!(f, "token id {token} out of range (vocab {vocab_size})")
+            }
+            Error::BatchTooLarge { requested, max } => {
+                write!(f, "batch too large: {requested} > {max}")
+            }
+            Error::BufferTooSmall { needed, available } => {
+                write!(
+                    f,
+                    "buffer too small: {needed} needed, {available} available"
+                )
+            }
+            Error::MissingTensor => f.write_str("required tensor missing"),
+            Error::MissingMetadata => f.write_str("required metadata missing or mistyped"),
+            Error::InvalidConfig => f.write_str("invalid configuration"),
+            Error::InvalidUtf8 => f.write_str("invalid UTF-8"),
         }
     }
 }

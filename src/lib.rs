@@ -23,8 +23,14 @@ extern crate std;
 pub mod arena;
 pub mod error;
 pub mod float;
+pub mod gguf;
+pub mod kernels;
+pub mod kv;
 pub mod math;
+pub mod model;
 pub mod parallel;
+pub mod quant;
+pub mod tokenizer;
 
 pub use arena::Arena;
 pub use error::{Error, Result};

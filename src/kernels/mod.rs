@@ -1,0 +1,1 @@
+//! Compute kernels: matmul, rmsnorm, softmax, rope, swiglu, attention.

@@ -1,0 +1,92 @@
+//! GGUF block formats (zero-copy over `&[u8]`) and exact dot products.
+
+use crate::{Error, Result};
+
+/// GGML tensor types this crate knows, with their GGUF ids.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u32)]
+#[allow(non_camel_case_types)]
+pub enum GgmlType {
+    /// IEEE binary32.
+    F32 = 0,
+    /// IEEE binary16.
+    F16 = 1,
+    /// 32-blocks: `f16 d; u8 qs[16]`.
+    Q4_0 = 2,
+    /// 32-blocks: `f16 d; f16 m; u8 qs[16]`.
+    Q4_1 = 3,
+    /// 32-blocks: `f16 d; u8 qh[4]; u8 qs[16]`.
+    Q5_0 = 6,
+    /// 32-blocks: `f16 d; f16 m; u8 qh[4]; u8 qs[16]`.
+    Q5_1 = 7,
+    /// 32-blocks: `f16 d; i8 qs[32]`.
+    Q8_0 = 8,
+    /// 32-blocks: `f16 d; f16 s; i8 qs[32]` (activations).
+    Q8_1 = 9,
+    /// 256-blocks: `f16 d; f16 dmin; u8 scales[12]; u8 qs[128]`.
+    Q4_K = 12,
+    /// 256-blocks: `u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d`.
+    Q6_K = 14,
+    /// bfloat16.
+    BF16 = 30,
+}
+
+impl GgmlType {
+    /// The type with GGUF id `id`, if this crate supports it.
+    pub const fn from_u32(id: u32) -> Option<GgmlType> {
+        Some(match id {
+            0 => GgmlType::F32,
+            1 => GgmlType::F16,
+            2 => GgmlType::Q4_0,
+            3 => GgmlType::Q4_1,
+            6 => GgmlType::Q5_0,
+            7 => GgmlType::Q5_1,
+            8 => GgmlType::Q8_0,
+            9 => GgmlType::Q8_1,
+            12 => GgmlType::Q4_K,
+            14 => GgmlType::Q6_K,
+            30 => GgmlType::BF16,
+            _ => return None,
+        })
+    }
+
+    /// Elements per block.
+    pub const fn block_size(self) -> usize {
+        match self {
+            GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => 1,
+            GgmlType::Q4_K | GgmlType::Q6_K => 256,
+            _ => 32,
+        }
+    }
+
+    /// Bytes per block.
+    pub const fn type_size(self) -> usize {
+        match self {
+            GgmlType::F32 => 4,
+            GgmlType::F16 | GgmlType::BF16 => 2,
+            GgmlType::Q4_0 => 18,
+            GgmlType::Q4_1 => 20,
+            GgmlType::Q5_0 => 22,
+            GgmlType::Q5_1 => 24,
+            GgmlType::Q8_0 => 34,
+            GgmlType::Q8_1 => 36,
+            GgmlType::Q4_K => 144,
+            GgmlType::Q6_K => 210,
+        }
+    }
+
+    /// Bytes of a row of `n` elements; `Err` if `n` is not a whole number of
+    /// blocks or the size overflows.
+    pub fn row_bytes(self, n: usize) -> Result<usize> {
+        let bs = self.block_size();
+        if n % bs != 0 {
+            return Err(Error::ShapeMismatch {
+                expected: n.next_multiple_of(bs),
+                found: n,
+            });
+        }
+        (n / bs)
+            .checked_mul(self.type_size())
+            .ok_or(Error::SizeOverflow)
+    }
+}

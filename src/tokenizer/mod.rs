@@ -1,0 +1,1 @@
+//! Tokenizers built from a GGUF vocabulary.
