@@ -79,7 +79,7 @@ impl GgmlType {
     /// blocks or the size overflows.
     pub fn row_bytes(self, n: usize) -> Result<usize> {
         let bs = self.block_size();
-        if n % bs != 0 {
+        if !n.is_multiple_of(bs) {
             return Err(Error::ShapeMismatch {
                 expected: n.next_multiple_of(bs),
                 found: n,
