@@ -64,6 +64,55 @@ fn smul127(a: i128, b: i128) -> i128 {
     if (a < 0) != (b < 0) { -p } else { p }
 }
 
+/// Reduction of a positive finite nonzero `x` (bits): `(rr, base)` with
+/// `ln x = base · 2^-120 + ln(1 + rr · 2^-40)`, `|rr| < 2^33` exact and
+/// `base = e·ln 2 - ln C` in Q.120 (error below 76 units).
+#[inline]
+fn ln_reduce(bits: u32) -> (i64, i128) {
+    let (mx, ex) = decode(bits); // x = mx · 2^ex, mx in [2^23, 2^24)
+    // m24 = m · 2^24 with m in [√2/2, √2).
+    let (m24, e) = if mx >= SQRT2_SIG {
+        (mx, ex + 24)
+    } else {
+        (mx << 1, ex + 23)
+    };
+    let (c, logc) = LN_TABLE
+        .get(((m24 >> 17) - LN_FIRST) as usize)
+        .copied()
+        .unwrap_or((1 << 16, 0));
+    // r = rr · 2^-40 exactly, |rr| < 2^33.
+    let rr = m24 as i64 * c as i64 - (1i64 << 40);
+    (rr, e as i128 * LN2_Q120 + (logc >> 7))
+}
+
+/// Accurate path: `base + r·Q(r)` in Q.120 with `Q` to degree 18 in Q.127;
+/// error below `(|result| >> 90) + 256` units.
+fn ln_accurate(rr: i64, base: i128) -> i128 {
+    let r127 = (rr as i128) << 87;
+    let mut acc = Q_COEF_127[18];
+    let mut k = 17;
+    while k >= 1 {
+        acc = Q_COEF_127[k] + smul127(r127, acc);
+        k -= 1;
+    }
+    let t = smul127(r127, acc);
+    let q = ((1i128 << 127) as u128).wrapping_add(t as u128); // Q(r), Q1.127
+    let rq_mag = mul128((rr.unsigned_abs() as u128) << 94, q) >> 13; // |r·Q|, Q.120
+    let rq = if rr < 0 {
+        -(rq_mag as i128)
+    } else {
+        rq_mag as i128
+    };
+    base + rq
+}
+
+/// `ln x · 2^120` for a positive finite nonzero `x` (bits), by the accurate
+/// path; error below `(|result| >> 90) + 256` units. Used by `powf`.
+pub(super) fn ln_q120(bits: u32) -> i128 {
+    let (rr, base) = ln_reduce(bits);
+    ln_accurate(rr, base)
+}
+
 impl F32 {
     /// Natural logarithm, correctly rounded (ties to even).
     pub fn ln(self) -> F32 {
@@ -84,20 +133,7 @@ impl F32 {
         if bits == 0x3F80_0000 {
             return F32::ZERO;
         }
-        let (mx, ex) = decode(bits); // x = mx · 2^ex, mx in [2^23, 2^24)
-        // m24 = m · 2^24 with m in [√2/2, √2).
-        let (m24, e) = if mx >= SQRT2_SIG {
-            (mx, ex + 24)
-        } else {
-            (mx << 1, ex + 23)
-        };
-        let (c, logc) = LN_TABLE
-            .get(((m24 >> 17) - LN_FIRST) as usize)
-            .copied()
-            .unwrap_or((1 << 16, 0));
-        // r = rr · 2^-40 exactly, |rr| < 2^33.
-        let rr = m24 as i64 * c as i64 - (1i64 << 40);
-        let base = e as i128 * LN2_Q120 + (logc >> 7); // Q.120
+        let (rr, base) = ln_reduce(bits);
 
         // Fast path: Q(r) = 1 + r·acc in Q.63.
         let r63 = rr << 23;
@@ -115,23 +151,8 @@ impl F32 {
             return v;
         }
 
-        // Accurate path: Q(r) in Q.127.
-        let r127 = (rr as i128) << 87;
-        let mut acc = Q_COEF_127[18];
-        let mut k = 17;
-        while k >= 1 {
-            acc = Q_COEF_127[k] + smul127(r127, acc);
-            k -= 1;
-        }
-        let t = smul127(r127, acc);
-        let q = ((1i128 << 127) as u128).wrapping_add(t as u128); // Q(r), Q1.127
-        let rq_mag = mul128((rr.unsigned_abs() as u128) << 94, q) >> 13; // |r·Q|, Q.120
-        let rq = if rr < 0 {
-            -(rq_mag as i128)
-        } else {
-            rq_mag as i128
-        };
-        let total = base + rq;
+        // Accurate path.
+        let total = ln_accurate(rr, base);
         let mag = total.unsigned_abs();
         match round_checked(total < 0, mag, -120, (mag >> 90) + 256) {
             Some(v) => v,

@@ -8,6 +8,8 @@ pub(crate) const LN2_Q128: u128 = 0xB17217F7D1CF79ABC9E3B39803F2F6AF;
 pub(crate) const LN2_Q120: i128 = 0x00B17217F7D1CF79ABC9E3B39803F2F7;
 /// log2(e) · 2^103 (fits in 104 bits, so a 24-bit significand times it fits in u128).
 pub(crate) const LOG2E_Q103: u128 = 0x000000B8AA3B295C17F0BBBE87FED069;
+/// log2(e) as Q1.127 (value · 2^127).
+pub(crate) const LOG2E_Q127: u128 = 0xB8AA3B295C17F0BBBE87FED0691D3E89;
 /// pi/2 as Q1.127 (value · 2^127).
 pub(crate) const PIO2_Q127: u128 = 0xC90FDAA22168C234C4C6628B80DC1CD1;
 
