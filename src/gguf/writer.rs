@@ -363,7 +363,12 @@ impl<'b> Writer<'b> {
             return Err(Error::SizeOverflow);
         }
         let infos_end = self.pos.checked_add(infos_len).ok_or(Error::SizeOverflow)?;
-        let data_start = pad(u64_of(infos_end), self.alignment).ok_or(Error::SizeOverflow)?;
+        // With no tensors there is no data section to align.
+        let data_start = if tensors.is_empty() {
+            u64_of(infos_end)
+        } else {
+            pad(u64_of(infos_end), self.alignment).ok_or(Error::SizeOverflow)?
+        };
         let total = data_start
             .checked_add(data_len)
             .and_then(|t| usize::try_from(t).ok())
