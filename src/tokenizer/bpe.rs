@@ -22,7 +22,7 @@
 //! Merges are checked at load to have token parts and a token result, so a
 //! non-token symbol never takes part in a merge, exactly as in llama.cpp.
 
-use super::{queue, Bigram, Sink, Symbol, Tokenizer, NONE};
+use super::{Bigram, NONE, Sink, Symbol, Tokenizer, queue};
 use crate::{Error, Result};
 
 /// The byte-level alphabet char standing for byte `b`.
@@ -108,10 +108,10 @@ pub(crate) fn encode_word(
         return Ok(());
     }
     let available = work.syms.len();
-    let syms = work
-        .syms
-        .get_mut(..n)
-        .ok_or(Error::BufferTooSmall { needed: n, available })?;
+    let syms = work.syms.get_mut(..n).ok_or(Error::BufferTooSmall {
+        needed: n,
+        available,
+    })?;
     let heap: &mut [Bigram] = work.heap;
     let last = (n - 1) as u32;
     for (i, (s, &b)) in syms.iter_mut().zip(word).enumerate() {
@@ -130,8 +130,7 @@ pub(crate) fn encode_word(
     }
     while let Some(bg) = queue::pop(heap, &mut len) {
         let Some(m) = tok.merge(bg.aux) else { continue };
-        let (Some(&l), Some(&r)) = (syms.get(bg.left as usize), syms.get(bg.right as usize))
-        else {
+        let (Some(&l), Some(&r)) = (syms.get(bg.left as usize), syms.get(bg.right as usize)) else {
             continue;
         };
         // Stale: a side was merged away or has changed since queued.

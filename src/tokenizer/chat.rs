@@ -28,7 +28,8 @@ pub struct Message<'m> {
 }
 
 /// The system prompt SmolLM2's template inserts when none is given.
-pub const DEFAULT_SYSTEM: &str = "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
+pub const DEFAULT_SYSTEM: &str =
+    "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
 
 const IM_START: &str = "<|im_start|>";
 const IM_END: &str = "<|im_end|>";
@@ -62,7 +63,11 @@ pub fn rendered_len(messages: &[Message<'_>], add_generation_prompt: bool) -> Op
 
 /// Render `messages` into `out`; returns the length. If `out` is too short,
 /// [`Error::BufferTooSmall`] and `out` is untouched.
-pub fn render(messages: &[Message<'_>], add_generation_prompt: bool, out: &mut [u8]) -> Result<usize> {
+pub fn render(
+    messages: &[Message<'_>],
+    add_generation_prompt: bool,
+    out: &mut [u8],
+) -> Result<usize> {
     let len = rendered_len(messages, add_generation_prompt).ok_or(Error::SizeOverflow)?;
     if len > out.len() {
         return Err(Error::BufferTooSmall {
@@ -134,7 +139,10 @@ mod tests {
             s,
             "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n"
         );
-        assert_eq!(render_str(&[], true, &mut buf).unwrap(), "<|im_start|>assistant\n");
+        assert_eq!(
+            render_str(&[], true, &mut buf).unwrap(),
+            "<|im_start|>assistant\n"
+        );
         let mut small = [7u8; 10];
         assert!(matches!(
             render(&msgs, false, &mut small),

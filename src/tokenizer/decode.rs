@@ -20,7 +20,7 @@
 //! subpart (the Unicode / WHATWG rule, the same as `String::from_utf8_lossy`),
 //! so the output is always valid UTF-8.
 
-use super::{attr, bpe, spm, Tokenizer};
+use super::{Tokenizer, attr, bpe, spm};
 use crate::{Error, Result};
 
 /// Decode one token's text into `dst` (special = true); returns the length.

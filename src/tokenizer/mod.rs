@@ -58,16 +58,17 @@ use crate::{Arena, Error, Result};
 pub mod bpe;
 pub mod chat;
 pub mod decode;
+pub mod gguf;
 pub mod pretok;
-pub mod spm;
 pub mod special;
+pub mod spm;
 pub mod unicode;
 mod unicode_table;
 pub mod vocab;
 
 pub use chat::Message;
 pub use decode::StreamDecoder;
-pub use vocab::VocabSource;
+pub use vocab::{SliceVocab, VocabSource};
 
 /// What is wrong with a vocabulary, or why an input cannot be encoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -222,14 +223,14 @@ impl<'a> Tokenizer<'a> {
         token_bytes: usize,
     ) -> Option<usize> {
         let parts = [
-            Arena::bytes_for::<[u32; 2]>(n_vocab), // token spans
-            Arena::bytes_for::<u8>(n_vocab),       // attributes
-            Arena::bytes_for::<u32>(n_vocab),      // scores
-            Arena::bytes_for::<u32>(n_vocab),      // sorted index
+            Arena::bytes_for::<[u32; 2]>(n_vocab),  // token spans
+            Arena::bytes_for::<u8>(n_vocab),        // attributes
+            Arena::bytes_for::<u32>(n_vocab),       // scores
+            Arena::bytes_for::<u32>(n_vocab),       // sorted index
             Arena::bytes_for::<[u32; 4]>(n_merges), // merge table
-            Arena::bytes_for::<[u32; 2]>(n_vocab), // piece spans
-            Arena::bytes_for::<u8>(token_bytes),   // piece bytes
-            Arena::bytes_for::<u32>(n_vocab),      // special list
+            Arena::bytes_for::<[u32; 2]>(n_vocab),  // piece spans
+            Arena::bytes_for::<u8>(token_bytes),    // piece bytes
+            Arena::bytes_for::<u32>(n_vocab),       // special list
         ];
         let mut total = 0usize;
         let mut i = 0;
@@ -332,6 +333,16 @@ impl<'a> Tokenizer<'a> {
     /// give their text (llama.cpp's `token_to_piece(.., special)`).
     pub fn piece(&self, id: u32, special: bool) -> Option<&'a [u8]> {
         self.vocab.piece(id, special)
+    }
+
+    /// Whether byte `b` has a token of its own: its byte-level char (BPE) or
+    /// `<0xXX>` / the 1-byte token (SPM). A BPE word holding a byte without
+    /// one loses that byte, exactly as in llama.cpp; SmolLM2's vocabulary
+    /// lacks 0x04, 0x06, 0x13, 0x14, 0x16, 0x1D, 0xC0, 0xC1, 0xF1, 0xF2 and
+    /// 0xF5..=0xFF, so control characters U+0004, U+0006, U+0013, U+0014,
+    /// U+0016, U+001D and codepoints U+40000..=U+BFFFF do not round-trip.
+    pub fn byte_has_token(&self, b: u8) -> bool {
+        self.byte_token(b) != NONE
     }
 
     /// Longest decoded piece in bytes.

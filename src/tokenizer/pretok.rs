@@ -22,7 +22,7 @@
 //! Codepoint classes are llama.cpp's ([`super::unicode`]). Words are yielded
 //! as sub-slices of the input: no copying, no buffers.
 
-use super::unicode::{class, Class};
+use super::unicode::{Class, class};
 use crate::Result;
 
 /// A pre-tokenizer.
@@ -52,17 +52,17 @@ fn gpt2_word_end(s: &str, pos: usize) -> usize {
         return s.len();
     };
     // 's|'t|'re|'ve|'m|'ll|'d
-    if c == '\'' {
-        if let Some((c1, _)) = at(s, pos + 1) {
-            if matches!(c1, 's' | 't' | 'm' | 'd') {
-                return pos + 2;
-            }
-            if matches!(c1, 'r' | 'v' | 'l')
-                && let Some((c2, _)) = at(s, pos + 2)
-                && matches!((c1, c2), ('r', 'e') | ('v', 'e') | ('l', 'l'))
-            {
-                return pos + 3;
-            }
+    if c == '\''
+        && let Some((c1, _)) = at(s, pos + 1)
+    {
+        if matches!(c1, 's' | 't' | 'm' | 'd') {
+            return pos + 2;
+        }
+        if matches!(c1, 'r' | 'v' | 'l')
+            && let Some((c2, _)) = at(s, pos + 2)
+            && matches!((c1, c2), ('r', 'e') | ('v', 'e') | ('l', 'l'))
+        {
+            return pos + 3;
         }
     }
     // ` ?\p{L}+`, ` ?\p{N}+`, ` ?[^\s\p{L}\p{N}]+`: the class after an optional space.
@@ -176,7 +176,10 @@ mod tests {
             words(" Hello  world!\n\n  x", Gpt2),
             [" Hello", " ", " world", "!", "\n\n ", " x"]
         );
-        assert_eq!(words("it's they'd've", Gpt2), ["it", "'s", " they", "'d", "'ve"]);
+        assert_eq!(
+            words("it's they'd've", Gpt2),
+            ["it", "'s", " they", "'d", "'ve"]
+        );
         assert_eq!(words("IT'S", Gpt2), ["IT", "'", "S"]);
         assert_eq!(words("x  ", Gpt2), ["x", "  "]);
         assert_eq!(words("a 123 b", Gpt2), ["a", " 123", " b"]);
@@ -189,7 +192,10 @@ mod tests {
     fn digits_split_first() {
         use Pre::Digits;
         assert_eq!(words(" 2+2?", Digits), [" ", "2", "+", "2", "?"]);
-        assert_eq!(words("12345 it's", Digits), ["1", "2", "3", "4", "5", " it", "'s"]);
+        assert_eq!(
+            words("12345 it's", Digits),
+            ["1", "2", "3", "4", "5", " it", "'s"]
+        );
         assert_eq!(words("x ½y", Digits), ["x", " ", "½", "y"]);
     }
 }

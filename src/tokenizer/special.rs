@@ -13,7 +13,7 @@
 //! workspace and nothing is allocated. An occurrence is accepted iff all its
 //! bytes are `FREE`, which is exactly "inside one remaining fragment".
 
-use super::{attr, Tokenizer};
+use super::{Tokenizer, attr};
 use crate::Result;
 
 /// Byte not claimed by a special token.
@@ -29,20 +29,27 @@ pub(crate) fn partition(tok: &Tokenizer<'_>, text: &[u8], parse_special: bool, m
         if !parse_special && a & (attr::CONTROL | attr::UNKNOWN) != 0 {
             continue;
         }
-        let Some(t) = tok.token_text(id) else { continue };
+        let Some(t) = tok.token_text(id) else {
+            continue;
+        };
         let Some((&first, _)) = t.split_first() else {
             continue;
         };
         let mut p = 0usize;
         while p + t.len() <= text.len() {
             // Skip to the next position holding the token's first byte.
-            match text.get(p..).and_then(|r| r.iter().position(|&b| b == first)) {
+            match text
+                .get(p..)
+                .and_then(|r| r.iter().position(|&b| b == first))
+            {
                 Some(off) => p += off,
                 None => break,
             }
             let end = p + t.len();
             let hit = text.get(p..end) == Some(t)
-                && marks.get(p..end).is_some_and(|m| m.iter().all(|&x| x == FREE));
+                && marks
+                    .get(p..end)
+                    .is_some_and(|m| m.iter().all(|&x| x == FREE));
             if hit {
                 if let Some(m) = marks.get_mut(p..end) {
                     m.fill(CLAIMED);

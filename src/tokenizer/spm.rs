@@ -22,7 +22,7 @@
 //! Scores are compared as order-preserving integer keys of their f32 bits
 //! (NaN rejected at load, `-0 == +0`), which is IEEE `<` on the remaining values.
 
-use super::{queue, Bigram, Sink, Symbol, Tokenizer, TokenizerError, NONE};
+use super::{Bigram, NONE, Sink, Symbol, Tokenizer, TokenizerError, queue};
 use crate::{Error, Result};
 
 /// `"▁"` (U+2581) in UTF-8.
@@ -107,10 +107,12 @@ pub(crate) fn encode_fragment(
     let cap = buf.len();
     let mut n = 0usize;
     let mut put = |bytes: &[u8]| -> Result<()> {
-        let dst = buf.get_mut(n..n + bytes.len()).ok_or(Error::BufferTooSmall {
-            needed: n + bytes.len(),
-            available: cap,
-        })?;
+        let dst = buf
+            .get_mut(n..n + bytes.len())
+            .ok_or(Error::BufferTooSmall {
+                needed: n + bytes.len(),
+                available: cap,
+            })?;
         dst.copy_from_slice(bytes);
         n += bytes.len();
         Ok(())
@@ -160,8 +162,7 @@ pub(crate) fn encode_fragment(
         try_add_bigram(tok, text, syms, heap, &mut len, i - 1, i)?;
     }
     while let Some(bg) = queue::pop(heap, &mut len) {
-        let (Some(&l), Some(&r)) = (syms.get(bg.left as usize), syms.get(bg.right as usize))
-        else {
+        let (Some(&l), Some(&r)) = (syms.get(bg.left as usize), syms.get(bg.right as usize)) else {
             continue;
         };
         if l.n == 0 || r.n == 0 || l.n + r.n != bg.aux {

@@ -9,7 +9,7 @@
 //! Merges `"A B"` are resolved to `(id(A), id(B)) → (id(AB), rank)` once and
 //! sorted by the id pair, so the BPE loop never compares strings.
 
-use super::{attr, bpe, decode, pretok, spm, Model, Tokenizer, TokenizerError, MAX_EOG, NONE};
+use super::{MAX_EOG, Model, NONE, Tokenizer, TokenizerError, attr, bpe, decode, pretok, spm};
 use crate::{Arena, Error, Result};
 use core::cmp::Ordering;
 
@@ -104,7 +104,8 @@ impl<'a> Vocab<'a> {
     #[inline]
     pub(crate) fn text(&self, id: u32) -> Option<&'a [u8]> {
         let [s, n] = *self.spans.get(id as usize)?;
-        self.base.get(s as usize..(s as usize).checked_add(n as usize)?)
+        self.base
+            .get(s as usize..(s as usize).checked_add(n as usize)?)
     }
 
     #[inline]
@@ -314,7 +315,9 @@ pub(crate) fn build<'a, S: VocabSource<'a>>(
             return Err(TokenizerError::EmptyToken { id }.into());
         }
         let sp = span_in(base, t).ok_or(TokenizerError::TokenOutsideBase { id })?;
-        *spans.get_mut(i).ok_or(TokenizerError::BadTokenCount { n: i + 1 })? = sp;
+        *spans
+            .get_mut(i)
+            .ok_or(TokenizerError::BadTokenCount { n: i + 1 })? = sp;
         total_bytes = total_bytes
             .checked_add(t.len())
             .ok_or(Error::SizeOverflow)?;
@@ -395,9 +398,7 @@ pub(crate) fn build<'a, S: VocabSource<'a>>(
 
     // Special ids and flags from metadata (an out-of-range id keeps the default).
     let nv = n as u32;
-    let id_key = |key: &str| -> Result<Option<u32>> {
-        Ok(src.get_u32(key)?.filter(|&id| id < nv))
-    };
+    let id_key = |key: &str| -> Result<Option<u32>> { Ok(src.get_u32(key)?.filter(|&id| id < nv)) };
     if let Some(id) = id_key(keys::BOS)? {
         bos = id;
     }
@@ -480,12 +481,7 @@ pub(crate) fn build<'a, S: VocabSource<'a>>(
     {
         *slot = id;
     }
-    specials.sort_unstable_by(|&a, &b| {
-        text_of(b)
-            .len()
-            .cmp(&text_of(a).len())
-            .then(a.cmp(&b))
-    });
+    specials.sort_unstable_by(|&a, &b| text_of(b).len().cmp(&text_of(a).len()).then(a.cmp(&b)));
 
     // Decoded pieces (special = true).
     let pieces: &'a mut [u8] = arena.alloc(total_bytes)?;
@@ -517,7 +513,9 @@ pub(crate) fn build<'a, S: VocabSource<'a>>(
                 .unwrap_or(NONE)
         } else {
             let mut buf = [0u8; 4];
-            vocab.find(bpe::byte_char(b).encode_utf8(&mut buf).as_bytes()).unwrap_or(NONE)
+            vocab
+                .find(bpe::byte_char(b).encode_utf8(&mut buf).as_bytes())
+                .unwrap_or(NONE)
         };
     }
 
@@ -525,9 +523,7 @@ pub(crate) fn build<'a, S: VocabSource<'a>>(
     let merges: &'a [[u32; 4]] = if is_spm {
         &[]
     } else {
-        let n_merges = src
-            .n_merges()?
-            .ok_or(TokenizerError::MissingMerges)?;
+        let n_merges = src.n_merges()?.ok_or(TokenizerError::MissingMerges)?;
         let table: &'a mut [[u32; 4]] = arena.alloc(n_merges)?;
         let mut used = 0usize;
         src.for_each_merge(&mut |rank, m| {
@@ -598,5 +594,108 @@ impl<'a> Tokenizer<'a> {
 
     pub(crate) fn merge(&self, idx: u32) -> Option<[u32; 4]> {
         self.merges.get(idx as usize).copied()
+    }
+}
+
+/// A [`VocabSource`] over plain slices (hand-built vocabularies, tests,
+/// fuzzing). Every token text must be a sub-slice of `base`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SliceVocab<'a, 's> {
+    /// `tokenizer.ggml.model` (`"gpt2"` or `"llama"`).
+    pub model: &'a str,
+    /// `tokenizer.ggml.pre`.
+    pub pre: Option<&'a str>,
+    /// Buffer holding every token text.
+    pub base: &'a [u8],
+    /// Token texts in id order.
+    pub tokens: &'s [&'a [u8]],
+    /// Token types (GGUF `token_type`), if any.
+    pub token_types: Option<&'s [i32]>,
+    /// Scores as f32 bits, if any.
+    pub scores: Option<&'s [u32]>,
+    /// Merges `"A B"` in rank order, if any.
+    pub merges: Option<&'s [&'a [u8]]>,
+    /// `bos_token_id`.
+    pub bos: Option<u32>,
+    /// `eos_token_id`.
+    pub eos: Option<u32>,
+    /// `add_bos_token`.
+    pub add_bos: Option<bool>,
+    /// `add_eos_token`.
+    pub add_eos: Option<bool>,
+    /// `add_space_prefix`.
+    pub add_space_prefix: Option<bool>,
+}
+
+impl<'a> VocabSource<'a> for SliceVocab<'a, '_> {
+    fn base(&self) -> &'a [u8] {
+        self.base
+    }
+
+    fn get_str(&self, key: &str) -> Result<Option<&'a [u8]>> {
+        Ok(match key {
+            keys::MODEL => Some(self.model.as_bytes()),
+            keys::PRE => self.pre.map(str::as_bytes),
+            _ => None,
+        })
+    }
+
+    fn get_u32(&self, key: &str) -> Result<Option<u32>> {
+        Ok(match key {
+            keys::BOS => self.bos,
+            keys::EOS => self.eos,
+            _ => None,
+        })
+    }
+
+    fn get_bool(&self, key: &str) -> Result<Option<bool>> {
+        Ok(match key {
+            keys::ADD_BOS => self.add_bos,
+            keys::ADD_EOS => self.add_eos,
+            keys::ADD_SPACE_PREFIX => self.add_space_prefix,
+            _ => None,
+        })
+    }
+
+    fn n_tokens(&self) -> Result<usize> {
+        Ok(self.tokens.len())
+    }
+
+    fn for_each_token(&self, f: &mut dyn FnMut(usize, &'a [u8]) -> Result<()>) -> Result<()> {
+        for (i, &t) in self.tokens.iter().enumerate() {
+            f(i, t)?;
+        }
+        Ok(())
+    }
+
+    fn n_merges(&self) -> Result<Option<usize>> {
+        Ok(self.merges.map(<[_]>::len))
+    }
+
+    fn for_each_merge(&self, f: &mut dyn FnMut(usize, &'a [u8]) -> Result<()>) -> Result<()> {
+        for (i, &m) in self.merges.unwrap_or(&[]).iter().enumerate() {
+            f(i, m)?;
+        }
+        Ok(())
+    }
+
+    fn n_token_types(&self) -> Result<Option<usize>> {
+        Ok(self.token_types.map(<[_]>::len))
+    }
+
+    fn token_type(&self, i: usize) -> Result<i32> {
+        self.token_types
+            .and_then(|t| t.get(i).copied())
+            .ok_or(Error::MissingMetadata)
+    }
+
+    fn n_scores(&self) -> Result<Option<usize>> {
+        Ok(self.scores.map(<[_]>::len))
+    }
+
+    fn score_bits(&self, i: usize) -> Result<u32> {
+        self.scores
+            .and_then(|t| t.get(i).copied())
+            .ok_or(Error::MissingMetadata)
     }
 }
