@@ -88,11 +88,19 @@ pub enum Error {
     InvalidConfig,
     /// Text is not valid UTF-8 where UTF-8 is required.
     InvalidUtf8,
+    /// The tokenizer vocabulary is malformed or unsupported, or an input does not fit.
+    Tokenizer(crate::tokenizer::TokenizerError),
 }
 
 impl From<crate::gguf::GgufError> for Error {
     fn from(e: crate::gguf::GgufError) -> Self {
         Error::Gguf(e)
+    }
+}
+
+impl From<crate::tokenizer::TokenizerError> for Error {
+    fn from(e: crate::tokenizer::TokenizerError) -> Self {
+        Error::Tokenizer(e)
     }
 }
 
@@ -138,6 +146,7 @@ impl fmt::Display for Error {
             Error::MissingMetadata => f.write_str("required metadata missing or mistyped"),
             Error::InvalidConfig => f.write_str("invalid configuration"),
             Error::InvalidUtf8 => f.write_str("invalid UTF-8"),
+            Error::Tokenizer(e) => write!(f, "tokenizer: {e:?}"),
         }
     }
 }
