@@ -21,6 +21,7 @@
 extern crate std;
 
 pub mod arena;
+pub mod audit;
 pub mod error;
 pub mod float;
 pub mod gguf;
