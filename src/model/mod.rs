@@ -2,9 +2,11 @@
 
 mod config;
 mod engine;
+mod generate;
 pub mod synth;
 mod weights;
 
 pub use config::{Arch, Config};
 pub use engine::{Engine, Entry, KvBuild, Limits};
+pub use generate::{Generated, generate};
 pub use weights::{LayerRefs, Model, TensorRef};
