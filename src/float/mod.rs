@@ -7,6 +7,7 @@
 
 mod cmp;
 mod convert;
+mod fmt;
 mod ops;
 mod pack;
 
@@ -144,11 +145,5 @@ impl F32 {
     #[inline]
     pub fn from_i64(v: i64) -> F32 {
         round_pack(v < 0, v.unsigned_abs() as u128, 0)
-    }
-}
-
-impl core::fmt::Debug for F32 {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "F32({:#010x})", self.0)
     }
 }
