@@ -5,11 +5,14 @@
 //! are honoured, and every NaN result is the canonical quiet NaN
 //! `0x7FC0_0000`.
 
+mod add;
 mod cmp;
 mod convert;
+mod div;
 mod fmt;
-mod ops;
+mod mul;
 mod pack;
+mod sqrt;
 
 pub use convert::{BF16_NAN, F16_NAN};
 pub use pack::round_pack;
@@ -145,5 +148,13 @@ impl F32 {
     #[inline]
     pub fn from_i64(v: i64) -> F32 {
         round_pack(v < 0, v.unsigned_abs() as u128, 0)
+    }
+}
+
+impl core::ops::Neg for F32 {
+    type Output = F32;
+    #[inline]
+    fn neg(self) -> F32 {
+        F32::neg(self)
     }
 }
