@@ -8,53 +8,63 @@
 //! between two binary32 values (that would need a 25-bit odd root whose
 //! square has 24 significant bits), so rounding to nearest is `(r + 1) >> 1`.
 //!
-//! `floor(sqrt(M))` ([`isqrt_48_50`]): a 1024-entry table of
-//! `2^40 / sqrt(M)` (10 leading bits of `M`, relative error ≤ 2^-10) gives
-//! `s0 = M · y`, two Newton steps `s += (M - s²) · y / 2` bring the error
-//! below one unit, and a final comparison of `s²` and `(s + 1)²` with `M`
-//! makes it exact. The unit test checks it on every `M` the function can
+//! [`sqrt_half_round`] computes `(r + 1) >> 1` directly: `y ≈ 1 / sqrt(M)`
+//! by linear interpolation in a 384-entry table, `s = M · y`, one Newton
+//! step `s += (M - s²) · y / 2` brings the error within ±1, and one
+//! comparison of `(2q + 1)²` with `M` fixes the last bit. The unit test checks it on every `M` the function can
 //! receive (2^25 values); the oracle suite checks all 2^32 inputs.
 
 use super::pack::{ABS_MASK, IMPLICIT, decode_norm, is_nan_bits};
 use super::{EXP_MASK, F32, SIG_MASK, SIGN_MASK};
 
-/// `RSQRT[i]` ≈ `2^40 / sqrt((i + ½) · 2^40)` = `sqrt(2^41 / (2i + 1))` for
-/// `i` in `256..1024` (entries below 256 are unused), rounded to nearest.
-static RSQRT: [u16; 1024] = rsqrt_table();
+/// `RSQRT[i]` for `i` in `128..512` (entries below 128 unused): the low
+/// half is `A(i) = 2^33.5 / sqrt(i)` = `sqrt(2^67 / i)`, which is
+/// `2^54 / sqrt(M)` at `M = i · 2^41`, the high half is `A(i) - A(i + 1)`,
+/// the secant slope over the bucket. 4 KiB.
+static RSQRT: [u64; 512] = rsqrt_table();
 
-const fn rsqrt_table() -> [u16; 1024] {
-    let mut t = [0u16; 1024];
-    let mut i = 256;
-    while i < 1024 {
-        // 2 · sqrt(2^41 / (2i + 1)), then halve with rounding.
-        let twice = ((1u64 << 43) / (2 * i as u64 + 1)).isqrt();
-        t[i] = ((twice + 1) >> 1) as u16;
+const fn rsqrt_table() -> [u64; 512] {
+    let mut t = [0u64; 512];
+    let mut i = 128;
+    while i < 512 {
+        let a = ((1u128 << 67) / i as u128).isqrt() as u64;
+        let b = ((1u128 << 67) / (i as u128 + 1)).isqrt() as u64;
+        t[i] = a | ((a - b) << 32);
         i += 1;
     }
     t
 }
 
-/// `floor(sqrt(m))` for `m` in `[2^48, 2^50)`.
+/// `(floor(sqrt(m)) + 1) >> 1`, i.e. `sqrt(m) / 2` rounded to nearest
+/// (never a tie), for `m` in `[2^48, 2^50)`.
+///
+/// `y ≈ 2^54 / sqrt(m)` by linear interpolation in [`RSQRT`] (9 index
+/// bits, 16 fraction bits; relative error below 2^-17 since `1/sqrt` is
+/// convex and smooth), `s = m · y` (error below 2^9), one Newton step
+/// `s += (m - s²) · y / 2^55` (error within ±1). Then `q = s >> 1` is the
+/// answer or one below it, and `(2q + 1)² <= m` decides which.
 #[inline(always)]
-fn isqrt_48_50(m: u64) -> u64 {
-    let y = RSQRT[(m >> 40) as usize & 1023] as i64; // ≈ 2^56 / sqrt(m) / 2^16
+fn sqrt_half_round(m: u64) -> u32 {
+    let entry = RSQRT[(m >> 41) as usize & 511];
+    let frac = (m >> 25) & 0xFFFF; // position inside the bucket, 16 bits
+    let y = (entry & 0xFFFF_FFFF) - (((entry >> 32) * frac) >> 16); // < 2^30
     let mi = m as i64;
-    let s = (((m >> 18) * y as u64) >> 22) as i64; // ≈ sqrt(m), error < 2^16
-    let s = s + (((mi - s * s) * y) >> 41); // error < 2^7
-    let s = s + (((mi - s * s) * y) >> 41); // error <= 1
-    let d = mi - s * s;
-    (s - (d < 0) as i64 + (d > 2 * s) as i64) as u64
+    let s = (((m >> 20) * y) >> 34) as i64;
+    let s = (s + (((mi - s * s) * (y >> 8) as i64) >> 47)) as u64;
+    let t = s | 1; // 2 · (s >> 1) + 1
+    ((s >> 1) + (t * t <= m) as u64) as u32
 }
 
-/// Square root of `m · 2^e`, `m` in `[2^23, 2^24)`; the result is normal.
+/// Square root of `m · 2^e`, `m` in `[2^23, 2^24)`, `e` in `-172..=104`;
+/// the result is normal.
 #[inline(always)]
 fn sqrt_core(m: u32, e: i32) -> F32 {
     let odd = (e & 1) as u32;
-    let r = isqrt_48_50((m as u64) << (26 - odd)) as u32; // [2^24, 2^25)
-    let q = (r + 1) >> 1; // [2^23, 2^24], a carry bumps the exponent
-    // Result = q · 2^p with p = ceil(e / 2) - 12; the field adds (p + 149) << 23.
-    let p = ((e + 1) >> 1) - 12;
-    F32((((p + 149) as u32) << 23) + q)
+    let q = sqrt_half_round((m as u64) << (26 - odd)); // [2^23, 2^24]
+    // Result = q · 2^p, p = ceil(e / 2) - 12; the field is (p + 149) << 23,
+    // and a carry of q to 2^24 bumps it.
+    let field = ((((e + 1) >> 1) + 137) as u32) << 23;
+    F32(field + q)
 }
 
 /// Correctly rounded square root.
@@ -97,15 +107,15 @@ impl F32 {
 
 #[cfg(test)]
 mod tests {
-    use super::isqrt_48_50;
+    use super::sqrt_half_round;
 
     /// Every value `sqrt_core` can pass: `m << 25` and `m << 26`.
     #[test]
-    fn isqrt_exact_on_every_reachable_input() {
+    fn exact_on_every_reachable_input() {
         for m in (1u64 << 23)..(1 << 24) {
             for k in [25, 26] {
                 let v = m << k;
-                assert_eq!(isqrt_48_50(v), v.isqrt(), "{v:#x}");
+                assert_eq!(sqrt_half_round(v) as u64, (v.isqrt() + 1) >> 1, "{v:#x}");
             }
         }
     }
