@@ -90,20 +90,29 @@ fn range(m: &[i32], sh: &[u32]) -> (u32, u32) {
 }
 
 impl WChunk {
+    /// All zero.
+    pub(crate) const ZERO: WChunk = WChunk {
+        dm: [[0; ROW_GROUP]; CHUNK_BLOCKS],
+        drel: [[0; ROW_GROUP]; CHUNK_BLOCKS],
+        mm: [[0; ROW_GROUP]; CHUNK_BLOCKS],
+        mrel: [[0; ROW_GROUP]; CHUNK_BLOCKS],
+        dbase: [0; ROW_GROUP],
+        dspread: [0; ROW_GROUP],
+        mbase: [0; ROW_GROUP],
+        mspread: [0; ROW_GROUP],
+        bad: [false; ROW_GROUP],
+    };
+
     /// Decodes blocks `b0..b0 + nb` of the group's rows (`bs` bytes per
     /// block, `d` at byte 0 and, if `has_m`, `m` at byte 2).
-    fn decode(rows: &[&[u8]; ROW_GROUP], bs: usize, b0: usize, nb: usize, has_m: bool) -> WChunk {
-        let mut w = WChunk {
-            dm: [[0; ROW_GROUP]; CHUNK_BLOCKS],
-            drel: [[0; ROW_GROUP]; CHUNK_BLOCKS],
-            mm: [[0; ROW_GROUP]; CHUNK_BLOCKS],
-            mrel: [[0; ROW_GROUP]; CHUNK_BLOCKS],
-            dbase: [0; ROW_GROUP],
-            dspread: [0; ROW_GROUP],
-            mbase: [0; ROW_GROUP],
-            mspread: [0; ROW_GROUP],
-            bad: [false; ROW_GROUP],
-        };
+    fn decode(
+        w: &mut WChunk,
+        rows: &[&[u8]; ROW_GROUP],
+        bs: usize,
+        b0: usize,
+        nb: usize,
+        has_m: bool,
+    ) {
         for (r, row) in rows.iter().enumerate() {
             let mut dm = [0i32; CHUNK_BLOCKS];
             let mut dsh = [0u32; CHUNK_BLOCKS];
@@ -134,9 +143,12 @@ impl WChunk {
             w.mspread[r] = ms;
             w.bad[r] = bad;
         }
-        w
     }
 }
+
+/// Fills a [`WChunk`] from blocks `b0..b0 + nb` of the group's rows.
+pub(crate) type DecodeFn =
+    fn(w: &mut WChunk, rows: &[&[u8]; ROW_GROUP], bs: usize, b0: usize, nb: usize, has_m: bool);
 
 /// A chunk kernel: `(Σ d terms, Σ m terms)` per row of the group, in `i64`,
 /// relative to `2^(wbase + abase)`; preconditions: spreads within the limits.
@@ -233,18 +245,55 @@ fn chunk_wide(
     }
 }
 
-/// The chunk kernel for `ty` on `path`, if the blocked kernel handles `ty`.
-fn chunk_fn(ty: GgmlType, path: Path) -> Option<ChunkFn> {
+/// Result of a fused chunk kernel for one row group and one input row.
+pub(crate) struct Fused {
+    /// False when a relative shift fell outside the `i64`-exact range; the
+    /// caller then sums the chunk in `i128` ([`chunk_wide`]).
+    pub ok: bool,
+    /// Σ d terms per row, in units of `2^dbase[r]` (×2^-48).
+    pub d: [i64; ROW_GROUP],
+    /// Base shift of `d` per row (weight base + activation chunk base).
+    pub dbase: [u32; ROW_GROUP],
+    /// Σ m·s terms per row (Q4_1), in units of `2^mbase[r]`.
+    pub m: [i64; ROW_GROUP],
+    /// Base shift of `m`.
+    pub mbase: [u32; ROW_GROUP],
+    /// A weight scale of the chunk is ±∞/NaN (valid even when `!ok`).
+    pub bad: [bool; ROW_GROUP],
+}
+
+/// A single-pass chunk kernel: decodes the weight scales on the fly against
+/// guessed bases and reports whether every shift stayed in range.
+/// `group` holds the four rows back to back (`rb` bytes each).
+pub(crate) type FusedFn = fn(
+    group: &[u8],
+    rb: usize,
+    b0: usize,
+    nb: usize,
+    qs: &[i8],
+    sc: &[ActScale],
+    ch: &ChunkScale,
+) -> Fused;
+
+/// How a group is computed.
+#[derive(Clone, Copy)]
+enum Kernel {
+    Split(DecodeFn, ChunkFn),
+    Fused(FusedFn),
+}
+
+/// The kernel for `ty` on `path`, if the blocked kernel handles `ty`.
+fn chunk_fn(ty: GgmlType, path: Path) -> Option<Kernel> {
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
     if path == Path::Auto {
-        if let Some(f) = super::simd_x86::chunk_fn(ty) {
-            return Some(f);
+        if let Some(f) = super::simd_x86::fused_fn(ty) {
+            return Some(Kernel::Fused(f));
         }
     }
     let _ = path;
     match ty {
-        GgmlType::Q4_1 => Some(chunk_q4_1),
-        GgmlType::Q8_0 => Some(chunk_q8_0),
+        GgmlType::Q4_1 => Some(Kernel::Split(WChunk::decode, chunk_q4_1)),
+        GgmlType::Q8_0 => Some(Kernel::Split(WChunk::decode, chunk_q8_0)),
         _ => None,
     }
 }
@@ -265,9 +314,15 @@ pub fn rows_kernel_with(w: &QMatrix<'_>, r0: usize, x: &QActs<'_>, out: &mut [F3
     };
     let mut done = 0;
     if let Some(f) = f {
+        let mut wc = WChunk::ZERO;
         while done + ROW_GROUP <= n_rows {
             let cells = &mut out[done * m..(done + ROW_GROUP) * m];
-            if group(w, r0 + done, x, cells, f).is_none() {
+            let ok = if m == 1 {
+                group::<1>(w, r0 + done, x, cells, f, &mut wc)
+            } else {
+                group::<M_TILE>(w, r0 + done, x, cells, f, &mut wc)
+            };
+            if ok.is_none() {
                 break;
             }
             done += ROW_GROUP;
@@ -286,8 +341,17 @@ pub fn rows_kernel_with(w: &QMatrix<'_>, r0: usize, x: &QActs<'_>, out: &mut [F3
 
 /// One group of [`ROW_GROUP`] weight rows × all M inputs into `out` (ROW_GROUP, M).
 /// `None` (nothing written) if a row or input is not what the kernel expects.
-fn group(w: &QMatrix<'_>, r0: usize, x: &QActs<'_>, out: &mut [F32], f: ChunkFn) -> Option<()> {
+fn group<const MT: usize>(
+    w: &QMatrix<'_>,
+    r0: usize,
+    x: &QActs<'_>,
+    out: &mut [F32],
+    kernel: Kernel,
+    wc: &mut WChunk,
+) -> Option<()> {
     let m = x.rows();
+    let rb = w.row_bytes();
+    let group_bytes = w.data.get(r0 * rb..(r0 + ROW_GROUP) * rb)?;
     let rows: [&[u8]; ROW_GROUP] = [
         w.row(r0).ok()?,
         w.row(r0 + 1).ok()?,
@@ -306,9 +370,9 @@ fn group(w: &QMatrix<'_>, r0: usize, x: &QActs<'_>, out: &mut [F32], f: ChunkFn)
         GgmlType::Q8_0 => (34, false, LIM_Q8_0_D, u32::MAX, FLAG_D_NONFINITE),
         _ => return None,
     };
-    let mut acts: [Option<ActRow<'_>>; M_TILE] = [None; M_TILE];
-    for m0 in (0..m).step_by(M_TILE) {
-        let mt = M_TILE.min(m - m0);
+    let mut acts: [Option<ActRow<'_>>; MT] = [None; MT];
+    for m0 in (0..m).step_by(MT) {
+        let mt = MT.min(m - m0);
         for (j, a) in acts.iter_mut().enumerate().take(mt) {
             let row = x.row(m0 + j).ok()?;
             if row.qs.len() != w.n_in
@@ -319,10 +383,36 @@ fn group(w: &QMatrix<'_>, r0: usize, x: &QActs<'_>, out: &mut [F32], f: ChunkFn)
             }
             *a = Some(row);
         }
-        let mut cells = [[ExactAcc::default(); M_TILE]; ROW_GROUP];
+        let mut cells = [[ExactAcc::default(); MT]; ROW_GROUP];
         for (c, b0) in (0..nb).step_by(CHUNK_BLOCKS).enumerate() {
             let cn = CHUNK_BLOCKS.min(nb - b0);
-            let wc = WChunk::decode(&rows, bs, b0, cn, has_m);
+            let (decode, f) = match kernel {
+                Kernel::Split(decode, f) => (decode, f),
+                Kernel::Fused(f) => {
+                    for (j, a) in acts.iter().enumerate().take(mt) {
+                        let Some(a) = a else { continue };
+                        let ch: ChunkScale = *a.ch.get(c)?;
+                        let qs = a.qs.get(b0 * QK..(b0 + cn) * QK)?;
+                        let sc = a.sc.get(b0..b0 + cn)?;
+                        let res = f(group_bytes, rb, b0, cn, qs, sc, &ch);
+                        for r in 0..ROW_GROUP {
+                            let cell = &mut cells[r][j];
+                            if res.ok {
+                                cell.add_shifted(res.d[r], res.dbase[r]);
+                                if has_m {
+                                    cell.add_shifted(res.m[r], res.mbase[r]);
+                                }
+                            } else {
+                                chunk_wide(w.ty, rows[r], b0, cn, qs, sc, cell);
+                            }
+                            cell.nonfinite |= res.bad[r] || a.flags & act_flags != 0;
+                        }
+                    }
+                    continue;
+                }
+            };
+            decode(wc, &rows, bs, b0, cn, has_m);
+            let wc = &*wc;
             for (j, a) in acts.iter().enumerate().take(mt) {
                 let Some(a) = a else { continue };
                 let ch: ChunkScale = *a.ch.get(c)?;
@@ -333,7 +423,7 @@ fn group(w: &QMatrix<'_>, r0: usize, x: &QActs<'_>, out: &mut [F32], f: ChunkFn)
                         && (!has_m || wc.mspread[r] + ch.sspread <= lim_m)
                 });
                 if fits {
-                    let (ad, am) = f(&rows, b0, cn, &wc, qs, sc);
+                    let (ad, am) = f(&rows, b0, cn, wc, qs, sc);
                     for r in 0..ROW_GROUP {
                         let cell = &mut cells[r][j];
                         cell.add_shifted(ad[r], wc.dbase[r] + ch.dbase);

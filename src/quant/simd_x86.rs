@@ -26,12 +26,13 @@
 
 use super::GgmlType;
 use super::act::ActScale;
+use super::act::ChunkScale;
 use super::block::QK;
-use super::fast::{ChunkFn, ROW_GROUP, WChunk};
+use super::fast::{Fused, FusedFn, LIM_Q4_1_D, LIM_Q4_1_M, LIM_Q8_0_D, ROW_GROUP};
 use core::arch::x86_64::*;
 
-/// The AVX2 chunk kernel for `ty`, if the CPU has AVX2 and the kernel exists.
-pub(crate) fn chunk_fn(ty: GgmlType) -> Option<ChunkFn> {
+/// The fused AVX2 kernel for `ty`, if the CPU has AVX2 and the kernel exists.
+pub(crate) fn fused_fn(ty: GgmlType) -> Option<FusedFn> {
     if !std::is_x86_feature_detected!("avx2") {
         return None;
     }
@@ -43,35 +44,197 @@ pub(crate) fn chunk_fn(ty: GgmlType) -> Option<ChunkFn> {
 }
 
 fn q4_1_entry(
-    rows: &[&[u8]; ROW_GROUP],
+    group: &[u8],
+    rb: usize,
     b0: usize,
     nb: usize,
-    w: &WChunk,
     qs: &[i8],
     sc: &[ActScale],
-) -> ([i64; ROW_GROUP], [i64; ROW_GROUP]) {
-    // SAFETY: only reachable through `chunk_fn`, which checked AVX2.
-    unsafe { q4_1_avx2(rows, b0, nb, w, qs, sc) }
+    ch: &ChunkScale,
+) -> Fused {
+    // SAFETY: only reachable through `fused_fn`, which checked AVX2.
+    unsafe { fused_avx2::<true>(group, rb, b0, nb, qs, sc, ch) }
 }
 
 fn q8_0_entry(
-    rows: &[&[u8]; ROW_GROUP],
+    group: &[u8],
+    rb: usize,
     b0: usize,
     nb: usize,
-    w: &WChunk,
     qs: &[i8],
     sc: &[ActScale],
-) -> ([i64; ROW_GROUP], [i64; ROW_GROUP]) {
-    // SAFETY: only reachable through `chunk_fn`, which checked AVX2.
-    unsafe { q8_0_avx2(rows, b0, nb, w, qs, sc) }
+    ch: &ChunkScale,
+) -> Fused {
+    // SAFETY: only reachable through `fused_fn`, which checked AVX2.
+    unsafe { fused_avx2::<false>(group, rb, b0, nb, qs, sc, ch) }
 }
 
-/// 16 bytes at the start of `s` (`None` if shorter).
+/// Guessed base below the first block's shift: weight scales of one row
+/// within a chunk rarely lie more than this many binades below it.
+const MARGIN_D: i32 = 8;
+/// The same for Q4_1 mins (the `m·s` sum has more headroom).
+const MARGIN_M: i32 = 16;
+
+/// Four binary16 (in the low 16 bits of 32-bit lanes) as
+/// `(mant, sh, nonzero, nonfinite)`, the vector form of
+/// [`super::fixed::f16_fixed`].
+#[target_feature(enable = "avx2")]
+fn f16_fixed4(h: __m128i) -> (__m128i, __m128i, __m128i, __m128i) {
+    let e = _mm_and_si128(_mm_srli_epi32(h, 10), _mm_set1_epi32(31));
+    let frac = _mm_and_si128(h, _mm_set1_epi32(0x3FF));
+    let normal = _mm_cmpgt_epi32(e, _mm_setzero_si128());
+    let mant = _mm_or_si128(frac, _mm_and_si128(normal, _mm_set1_epi32(0x400)));
+    let sh = _mm_sub_epi32(_mm_max_epi32(e, _mm_set1_epi32(1)), _mm_set1_epi32(1));
+    let neg = _mm_cmpeq_epi32(
+        _mm_and_si128(h, _mm_set1_epi32(0x8000)),
+        _mm_set1_epi32(0x8000),
+    );
+    let mant_s = _mm_sub_epi32(_mm_xor_si128(mant, neg), neg);
+    let nz = _mm_xor_si128(
+        _mm_cmpeq_epi32(mant, _mm_setzero_si128()),
+        _mm_set1_epi32(-1),
+    );
+    let bad = _mm_cmpeq_epi32(e, _mm_set1_epi32(31));
+    (mant_s, sh, nz, bad)
+}
+
 #[inline(always)]
-fn load16(s: &[u8]) -> Option<__m128i> {
-    let a: &[u8; 16] = s.first_chunk()?;
-    // SAFETY: `a` is 16 readable bytes; the load is unaligned.
-    Some(unsafe { _mm_loadu_si128(a.as_ptr().cast()) })
+fn store4(v: __m128i) -> [i32; 4] {
+    let mut o = [0i32; 4];
+    // SAFETY: 16 writable bytes.
+    unsafe { _mm_storeu_si128(o.as_mut_ptr().cast(), v) };
+    o
+}
+
+/// Relative shifts of one scale against `base`, with the running
+/// minimum/maximum over non-zero mantissas: `(rel masked to 0 where the
+/// mantissa is 0, min, max)`.
+#[target_feature(enable = "avx2")]
+fn rel_track(
+    sh: __m128i,
+    nz: __m128i,
+    base: __m128i,
+    lo: __m128i,
+    hi: __m128i,
+) -> (__m128i, __m128i, __m128i) {
+    let rel = _mm_and_si128(_mm_sub_epi32(sh, base), nz);
+    (rel, _mm_min_epi32(lo, rel), _mm_max_epi32(hi, rel))
+}
+
+/// Single pass over one chunk of a group of four rows (Q4_1 if `Q41`, else
+/// Q8_0): decodes the scales, checks the relative shifts, sums in `i64`.
+#[target_feature(enable = "avx2")]
+fn fused_avx2<const Q41: bool>(
+    group: &[u8],
+    rb: usize,
+    b0: usize,
+    nb: usize,
+    qs: &[i8],
+    sc: &[ActScale],
+    ch: &ChunkScale,
+) -> Fused {
+    let bs: usize = if Q41 { 20 } else { 34 };
+    let mut res = Fused {
+        ok: false,
+        d: [0; ROW_GROUP],
+        dbase: [0; ROW_GROUP],
+        m: [0; ROW_GROUP],
+        mbase: [0; ROW_GROUP],
+        bad: [false; ROW_GROUP],
+    };
+    // Every read below lies inside `group`: the furthest is the end of
+    // block b0 + nb - 1 of row 3, at 3·rb + (b0 + nb)·bs ≤ 4·rb ≤ len.
+    let in_bounds = rb <= (i32::MAX as usize) / 4
+        && group.len() >= ROW_GROUP * rb
+        && (b0 + nb) * bs <= rb
+        && qs.len() >= nb * QK
+        && sc.len() >= nb
+        && nb > 0;
+    if !in_bounds {
+        return res;
+    }
+    let base_ptr = group.as_ptr();
+    // 4 bytes at the start of block b of each row: d (and m for Q4_1).
+    let head = |b: usize| {
+        let o = b * bs;
+        // SAFETY: r·rb + b·bs + 4 ≤ 4·rb ≤ group.len() (checked above).
+        let rd = |r: usize| unsafe { base_ptr.add(r * rb + o).cast::<i32>().read_unaligned() };
+        _mm_setr_epi32(rd(0), rd(1), rd(2), rd(3))
+    };
+    let lo16 = _mm_set1_epi32(0xFFFF);
+    let h0 = head(b0);
+    let (_, sd0, _, _) = f16_fixed4(_mm_and_si128(h0, lo16));
+    let (_, sm0, _, _) = f16_fixed4(_mm_srli_epi32(h0, 16));
+    let zero = _mm_setzero_si128();
+    let base_d = _mm_max_epi32(_mm_sub_epi32(sd0, _mm_set1_epi32(MARGIN_D)), zero);
+    let base_m = _mm_max_epi32(_mm_sub_epi32(sm0, _mm_set1_epi32(MARGIN_M)), zero);
+    let (mut dlo, mut dhi, mut mlo, mut mhi) = (zero, zero, zero, zero);
+    let mut bad = zero;
+    let mut acc_d = _mm256_setzero_si256();
+    let mut acc_m = _mm256_setzero_si256();
+    let mask = _mm256_set1_epi8(0x0F);
+    let ones = _mm256_set1_epi16(1);
+    for (b, (y, s)) in qs.chunks_exact(QK).zip(sc).take(nb).enumerate() {
+        let blk = b0 + b;
+        let Some(y) = load32(i8_bytes(y)) else { break };
+        let h = head(blk);
+        let (dm, dsh, dnz, dbad) = f16_fixed4(_mm_and_si128(h, lo16));
+        bad = _mm_or_si128(bad, dbad);
+        let (drel, l, hh) = rel_track(dsh, dnz, base_d, dlo, dhi);
+        (dlo, dhi) = (l, hh);
+        let at = |r: usize, o: usize| r * rb + blk * bs + o;
+        let sumi = if Q41 {
+            // SAFETY: at(r, 4) + 16 ≤ at(r, bs) ≤ 4·rb ≤ group.len().
+            let ld = |r: usize| unsafe { _mm_loadu_si128(base_ptr.add(at(r, 4)).cast()) };
+            let dot = |q: __m128i| {
+                let v = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), mask);
+                _mm256_madd_epi16(_mm256_maddubs_epi16(v, y), ones)
+            };
+            reduce4(dot(ld(0)), dot(ld(1)), dot(ld(2)), dot(ld(3)))
+        } else {
+            // SAFETY: at(r, 2) + 32 = at(r, bs) ≤ 4·rb ≤ group.len().
+            let ld = |r: usize| unsafe { _mm256_loadu_si256(base_ptr.add(at(r, 2)).cast()) };
+            let dot = |x: __m256i| {
+                let ax = _mm256_sign_epi8(x, x);
+                let sy = _mm256_sign_epi8(y, x);
+                _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sy), ones)
+            };
+            reduce4(dot(ld(0)), dot(ld(1)), dot(ld(2)), dot(ld(3)))
+        };
+        let c = _mm_mullo_epi32(dm, _mm_set1_epi32(s.dm));
+        let sh = _mm_add_epi32(drel, _mm_set1_epi32(s.drel as i32));
+        acc_d = mul_shift_add(acc_d, sumi, c, sh);
+        if Q41 {
+            let (mm, msh, mnz, mbad) = f16_fixed4(_mm_srli_epi32(h, 16));
+            bad = _mm_or_si128(bad, mbad);
+            let (mrel, l, hh) = rel_track(msh, mnz, base_m, mlo, mhi);
+            (mlo, mhi) = (l, hh);
+            let cm = _mm_mullo_epi32(mm, _mm_set1_epi32(s.sm));
+            let shm = _mm_add_epi32(mrel, _mm_set1_epi32(s.srel as i32));
+            acc_m = mul_shift_add(acc_m, cm, _mm_set1_epi32(1), shm);
+        }
+    }
+    let (dlo, dhi, mlo, mhi) = (store4(dlo), store4(dhi), store4(mlo), store4(mhi));
+    let (lim_d, lim_m) = if Q41 {
+        (LIM_Q4_1_D, LIM_Q4_1_M)
+    } else {
+        (LIM_Q8_0_D, 0)
+    };
+    res.ok = (0..ROW_GROUP).all(|r| {
+        dlo[r] >= 0
+            && dhi[r] as u32 + ch.dspread <= lim_d
+            && (!Q41 || (mlo[r] >= 0 && mhi[r] as u32 + ch.sspread <= lim_m))
+    });
+    let (bd, bm) = (store4(base_d), store4(base_m));
+    let badv = store4(bad);
+    for r in 0..ROW_GROUP {
+        res.dbase[r] = bd[r] as u32 + ch.dbase;
+        res.mbase[r] = bm[r] as u32 + ch.sbase;
+        res.bad[r] = badv[r] != 0;
+    }
+    res.d = store(acc_d);
+    res.m = store(acc_m);
+    res
 }
 
 /// 32 bytes at the start of `s` (`None` if shorter).
@@ -85,19 +248,6 @@ fn load32(s: &[u8]) -> Option<__m256i> {
 #[inline(always)]
 fn i8_bytes(y: &[i8]) -> &[u8] {
     bytemuck::cast_slice(y)
-}
-
-/// Four `[i32; 4]` / `[u32; 4]` rows as a vector.
-#[inline(always)]
-fn load4(v: &[i32; 4]) -> __m128i {
-    // SAFETY: 16 readable bytes.
-    unsafe { _mm_loadu_si128(v.as_ptr().cast()) }
-}
-
-#[inline(always)]
-fn load4u(v: &[u32; 4]) -> __m128i {
-    // SAFETY: 16 readable bytes.
-    unsafe { _mm_loadu_si128(v.as_ptr().cast()) }
 }
 
 /// Sums of the 8 lanes of each of p0..p3, as 4 lanes.
@@ -122,108 +272,4 @@ fn store(v: __m256i) -> [i64; 4] {
     // SAFETY: 32 writable bytes.
     unsafe { _mm256_storeu_si256(o.as_mut_ptr().cast(), v) };
     o
-}
-
-#[target_feature(enable = "avx2")]
-fn q4_1_avx2(
-    rows: &[&[u8]; ROW_GROUP],
-    b0: usize,
-    nb: usize,
-    w: &WChunk,
-    qs: &[i8],
-    sc: &[ActScale],
-) -> ([i64; ROW_GROUP], [i64; ROW_GROUP]) {
-    const BS: usize = 20;
-    let mask = _mm256_set1_epi8(0x0F);
-    let ones = _mm256_set1_epi16(1);
-    let mut acc_d = _mm256_setzero_si256();
-    let mut acc_m = _mm256_setzero_si256();
-    let start = b0 * BS;
-    let r = [
-        rows[0].get(start..).unwrap_or(&[]),
-        rows[1].get(start..).unwrap_or(&[]),
-        rows[2].get(start..).unwrap_or(&[]),
-        rows[3].get(start..).unwrap_or(&[]),
-    ];
-    let it = r[0]
-        .chunks_exact(BS)
-        .zip(r[1].chunks_exact(BS))
-        .zip(r[2].chunks_exact(BS))
-        .zip(r[3].chunks_exact(BS))
-        .zip(qs.chunks_exact(QK))
-        .zip(sc)
-        .take(nb);
-    for (b, (((((x0, x1), x2), x3), y), s)) in it.enumerate() {
-        let (Some(y), Some(q0), Some(q1), Some(q2), Some(q3)) = (
-            load32(i8_bytes(y)),
-            load16(&x0[4..]),
-            load16(&x1[4..]),
-            load16(&x2[4..]),
-            load16(&x3[4..]),
-        ) else {
-            break;
-        };
-        let dot = |q: __m128i| {
-            let v = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), mask);
-            _mm256_madd_epi16(_mm256_maddubs_epi16(v, y), ones)
-        };
-        let sumi = reduce4(dot(q0), dot(q1), dot(q2), dot(q3));
-        let c = _mm_mullo_epi32(load4(&w.dm[b]), _mm_set1_epi32(s.dm));
-        let sh = _mm_add_epi32(load4u(&w.drel[b]), _mm_set1_epi32(s.drel as i32));
-        acc_d = mul_shift_add(acc_d, sumi, c, sh);
-        let cm = _mm_mullo_epi32(load4(&w.mm[b]), _mm_set1_epi32(s.sm));
-        let shm = _mm_add_epi32(load4u(&w.mrel[b]), _mm_set1_epi32(s.srel as i32));
-        acc_m = mul_shift_add(acc_m, cm, _mm_set1_epi32(1), shm);
-    }
-    (store(acc_d), store(acc_m))
-}
-
-#[target_feature(enable = "avx2")]
-fn q8_0_avx2(
-    rows: &[&[u8]; ROW_GROUP],
-    b0: usize,
-    nb: usize,
-    w: &WChunk,
-    qs: &[i8],
-    sc: &[ActScale],
-) -> ([i64; ROW_GROUP], [i64; ROW_GROUP]) {
-    const BS: usize = 34;
-    let ones = _mm256_set1_epi16(1);
-    let mut acc_d = _mm256_setzero_si256();
-    let start = b0 * BS;
-    let r = [
-        rows[0].get(start..).unwrap_or(&[]),
-        rows[1].get(start..).unwrap_or(&[]),
-        rows[2].get(start..).unwrap_or(&[]),
-        rows[3].get(start..).unwrap_or(&[]),
-    ];
-    let it = r[0]
-        .chunks_exact(BS)
-        .zip(r[1].chunks_exact(BS))
-        .zip(r[2].chunks_exact(BS))
-        .zip(r[3].chunks_exact(BS))
-        .zip(qs.chunks_exact(QK))
-        .zip(sc)
-        .take(nb);
-    for (b, (((((x0, x1), x2), x3), y), s)) in it.enumerate() {
-        let (Some(y), Some(q0), Some(q1), Some(q2), Some(q3)) = (
-            load32(i8_bytes(y)),
-            load32(&x0[2..]),
-            load32(&x1[2..]),
-            load32(&x2[2..]),
-            load32(&x3[2..]),
-        ) else {
-            break;
-        };
-        let dot = |x: __m256i| {
-            let ax = _mm256_sign_epi8(x, x);
-            let sy = _mm256_sign_epi8(y, x);
-            _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sy), ones)
-        };
-        let sumi = reduce4(dot(q0), dot(q1), dot(q2), dot(q3));
-        let c = _mm_mullo_epi32(load4(&w.dm[b]), _mm_set1_epi32(s.dm));
-        let sh = _mm_add_epi32(load4u(&w.drel[b]), _mm_set1_epi32(s.drel as i32));
-        acc_d = mul_shift_add(acc_d, sumi, c, sh);
-    }
-    (store(acc_d), [0; ROW_GROUP])
 }
