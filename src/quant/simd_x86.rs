@@ -183,6 +183,11 @@ fn fused_avx2<const Q41: bool>(
         let (drel, l, hh) = rel_track(dsh, dnz, base_d, dlo, dhi);
         (dlo, dhi) = (l, hh);
         let at = |r: usize, o: usize| r * rb + blk * bs + o;
+        // Prefetch the same block of the next group (a hint; never faults).
+        for r in 0..ROW_GROUP {
+            let p = base_ptr.wrapping_add(at(r, 0) + ROW_GROUP * rb);
+            _mm_prefetch::<_MM_HINT_T0>(p.cast());
+        }
         let sumi = if Q41 {
             // SAFETY: at(r, 4) + 16 ≤ at(r, bs) ≤ 4·rb ≤ group.len().
             let ld = |r: usize| unsafe { _mm_loadu_si128(base_ptr.add(at(r, 4)).cast()) };
