@@ -6,6 +6,7 @@
 //!
 //! Run: `CARGO_TARGET_DIR=... cargo bench --features std --bench kernels`
 //! (`DETLLM_BENCH_FILTER=q4_1` etc. goes to criterion as a filter argument).
+#![allow(clippy::needless_range_loop)] // the baseline mirrors the C loops
 use criterion::{BenchmarkId, Criterion, Throughput, black_box};
 use detllm::quant::{ActKind, GgmlType, QActs, QMatrix};
 use detllm::{Arena, F32, Serial, kernels::matmul};

@@ -41,15 +41,15 @@ fn weights(rng: &mut Rng, ty: GgmlType, n_in: usize, n_out: usize, wild: bool) -
         return w;
     }
     for b in w.chunks_mut(ty.type_size()) {
-        let sp = rng.next() % 4 == 0;
-        let d = if wild && rng.next() % 8 == 0 {
+        let sp = rng.next().is_multiple_of(4);
+        let d = if wild && rng.next().is_multiple_of(8) {
             rng.f16_scale(sp)
         } else {
             f16(rng.f32_in(-9, -5))
         };
         b[0..2].copy_from_slice(&d.to_le_bytes());
         if matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K) {
-            let m = if wild && rng.next() % 8 == 0 {
+            let m = if wild && rng.next().is_multiple_of(8) {
                 rng.f16_scale(false)
             } else {
                 f16(-rng.f32_in(-5, -2))
@@ -70,7 +70,7 @@ fn inputs(rng: &mut Rng, m: usize, n_in: usize, wild: bool) -> Vec<F32> {
                 -3
             };
             let v = rng.f32_in(e - 2, e);
-            F32::from_bits(if wild && rng.next() % 500 == 0 {
+            F32::from_bits(if wild && rng.next().is_multiple_of(500) {
                 0
             } else {
                 v.to_bits()

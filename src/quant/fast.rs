@@ -285,10 +285,10 @@ enum Kernel {
 /// The kernel for `ty` on `path`, if the blocked kernel handles `ty`.
 fn chunk_fn(ty: GgmlType, path: Path) -> Option<Kernel> {
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    if path == Path::Auto {
-        if let Some(f) = super::simd_x86::fused_fn(ty) {
-            return Some(Kernel::Fused(f));
-        }
+    if path == Path::Auto
+        && let Some(f) = super::simd_x86::fused_fn(ty)
+    {
+        return Some(Kernel::Fused(f));
     }
     let _ = path;
     match ty {
@@ -436,8 +436,8 @@ fn group<const MT: usize>(
                         chunk_wide(w.ty, rows[r], b0, cn, qs, sc, &mut cells[r][j]);
                     }
                 }
-                for r in 0..ROW_GROUP {
-                    cells[r][j].nonfinite |= wc.bad[r] || a.flags & act_flags != 0;
+                for (cr, &bad) in cells.iter_mut().zip(&wc.bad) {
+                    cr[j].nonfinite |= bad || a.flags & act_flags != 0;
                 }
             }
         }
