@@ -14,7 +14,7 @@
 //! The arithmetic profile is named by [`PROFILE`]; any change to numerics is a
 //! new profile name. See `docs/ARITHMETIC.md`.
 #![no_std]
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 #[cfg(feature = "std")]
