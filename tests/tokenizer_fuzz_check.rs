@@ -216,15 +216,19 @@ fn hostile(mode: u8, rest: &[u8]) {
         .windows(2)
         .map(|w| [&w[0][..], b" ", &w[1][..]].concat())
         .collect();
-    let merge_refs: Vec<&'static [u8]> = merges
-        .into_iter()
-        .map(|m| &*Box::leak(m.into_boxed_slice()))
-        .collect();
-    let (base, tokens) = leak_tokens(&texts);
+    let merge_refs: Vec<&[u8]> = merges.iter().map(Vec::as_slice).collect();
+    // Owned buffers (no leaks: this runs once per fuzz input).
+    let base = texts.concat();
+    let mut tokens = Vec::with_capacity(texts.len());
+    let mut at = 0;
+    for t in &texts {
+        tokens.push(&base[at..at + t.len()]);
+        at += t.len();
+    }
     let src = SliceVocab {
         model: if mode & 0x20 != 0 { "llama" } else { "gpt2" },
         pre: Some(if mode & 0x40 != 0 { "smollm" } else { "gpt-2" }),
-        base,
+        base: &base,
         tokens: &tokens,
         token_types: Some(&types),
         scores: Some(&scores),
@@ -235,7 +239,12 @@ fn hostile(mode: u8, rest: &[u8]) {
         add_eos: Some(mode & 0x08 != 0),
         add_space_prefix: Some(mode & 0x04 != 0),
     };
-    let Ok(t) = build_leaked(&src) else {
+    let Ok(need) = Tokenizer::bytes_required_for(&src) else {
+        return;
+    };
+    let mut mem = vec![0u8; need];
+    let mut arena = Arena::new(&mut mem);
+    let Ok(t) = Tokenizer::build(&src, &mut arena) else {
         return;
     };
     BUILT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
