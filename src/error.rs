@@ -88,6 +88,8 @@ pub enum Error {
     InvalidConfig,
     /// Text is not valid UTF-8 where UTF-8 is required.
     InvalidUtf8,
+    /// The tokenizer vocabulary is malformed or unsupported, or an input does not fit.
+    Tokenizer(crate::tokenizer::TokenizerError),
     /// A KV position or length outside what the operation allows: writes and
     /// `set_len` need `len ≤ pos ≤ room` (write: `pos < room`), `truncate`
     /// needs `pos ≤ len`.
@@ -116,6 +118,12 @@ pub enum Error {
 impl From<crate::gguf::GgufError> for Error {
     fn from(e: crate::gguf::GgufError) -> Self {
         Error::Gguf(e)
+    }
+}
+
+impl From<crate::tokenizer::TokenizerError> for Error {
+    fn from(e: crate::tokenizer::TokenizerError) -> Self {
+        Error::Tokenizer(e)
     }
 }
 
@@ -161,6 +169,7 @@ impl fmt::Display for Error {
             Error::MissingMetadata => f.write_str("required metadata missing or mistyped"),
             Error::InvalidConfig => f.write_str("invalid configuration"),
             Error::InvalidUtf8 => f.write_str("invalid UTF-8"),
+            Error::Tokenizer(e) => write!(f, "tokenizer: {e:?}"),
             Error::KvOutOfRange { pos, len, room } => {
                 write!(f, "KV position {pos} out of range (len {len}, room {room})")
             }

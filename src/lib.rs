@@ -30,6 +30,7 @@ pub mod math;
 pub mod model;
 pub mod parallel;
 pub mod quant;
+pub mod sample;
 pub mod tokenizer;
 
 pub use arena::Arena;
