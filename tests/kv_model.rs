@@ -97,6 +97,8 @@ proptest! {
 /// pool exhaustion (also of multi-sequence steps), forks of partly filled
 /// tail pages, truncation into a shared page, failing calls. Fixed seeds, so
 /// this is deterministic; it fails if the operation mix stops covering one.
+/// With `KV_FUZZ_CORPUS_DIR=dir` it also writes these 300 inputs (in the
+/// fuzz target's byte format) as the `kv_ops` seed corpus.
 #[test]
 fn schedules_cover_the_interesting_paths() {
     use kv_support::{Stats, mix};
@@ -105,6 +107,15 @@ fn schedules_cover_the_interesting_paths() {
         let h = mix(case);
         let cfg = config_from_bytes(&h.to_le_bytes());
         let body: Vec<u8> = (0..640).map(|i| mix(h ^ i) as u8).collect();
+        if let Some(dir) = std::env::var_os("KV_FUZZ_CORPUS_DIR") {
+            let mut input = h.to_le_bytes().to_vec();
+            input.extend_from_slice(&body);
+            std::fs::write(
+                std::path::Path::new(&dir).join(format!("seed{case:03}")),
+                input,
+            )
+            .unwrap();
+        }
         let ops = ops_from_bytes(&body);
         let s = with_paged(cfg, |mut hs| {
             hs.run(&ops);
