@@ -144,7 +144,7 @@ impl fmt::Display for Error {
             Error::UnsupportedType { ggml_type } => {
                 write!(f, "unsupported tensor type {ggml_type}")
             }
-            Error::Gguf(e) => write!(f, "malformed GGUF: {e:?}"),
+            Error::Gguf(e) => write!(f, "malformed GGUF: {e}"),
             Error::KvPagesExhausted { needed, free } => {
                 write!(f, "KV pages exhausted: {needed} needed, {free} free")
             }

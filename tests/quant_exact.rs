@@ -143,6 +143,7 @@ impl Acts {
         ActRow {
             qs: &self.qs,
             sc: &self.sc,
+            ch: &[],
             flags,
             h: &self.h,
             f: &[],

@@ -19,7 +19,9 @@ use detllm::Arena;
 use detllm::tokenizer::{EncodeOptions, SliceVocab, StreamDecoder, Tokenizer, Workspace, bpe};
 use std::sync::OnceLock;
 
-/// Leak `texts` into one buffer and return (base, slices).
+/// Leak `texts` into one buffer and return (base, slices). Only the base is
+/// leaked (the tokenizer keeps it); everything else the builders below use
+/// is dropped after `build`, so LeakSanitizer stays quiet.
 fn leak_tokens(texts: &[Vec<u8>]) -> (&'static [u8], Vec<&'static [u8]>) {
     let base: &'static [u8] = Box::leak(texts.concat().into_boxed_slice());
     let mut out = Vec::with_capacity(texts.len());
@@ -36,10 +38,6 @@ fn build_leaked(src: &SliceVocab<'static, '_>) -> detllm::Result<Tokenizer<'stat
     let buf: &'static mut [u8] = Box::leak(vec![0u8; need].into_boxed_slice());
     let mut arena = Arena::new(buf);
     Tokenizer::build(src, &mut arena)
-}
-
-fn leak<T>(v: Vec<T>) -> &'static [T] {
-    Box::leak(v.into_boxed_slice())
 }
 
 /// Synthetic byte-level BPE tokenizers: [gpt-2, smollm].
@@ -69,17 +67,15 @@ fn bpe_toks() -> &'static [Tokenizer<'static>; 2] {
             types.push(1);
         }
         let (base, tokens) = leak_tokens(&texts);
-        let tokens = leak(tokens);
-        let types = leak(types);
-        let merges: &'static [&'static [u8]] = leak(merges.iter().map(|m| m.as_bytes()).collect());
+        let merges: Vec<&'static [u8]> = merges.iter().map(|m| m.as_bytes()).collect();
         let mk = |pre: &'static str| {
             build_leaked(&SliceVocab {
                 model: "gpt2",
                 pre: Some(pre),
                 base,
-                tokens,
-                token_types: Some(types),
-                merges: Some(merges),
+                tokens: &tokens,
+                token_types: Some(&types),
+                merges: Some(&merges),
                 eos: Some(258),
                 ..SliceVocab::default()
             })
@@ -115,9 +111,9 @@ fn spm_tok() -> &'static Tokenizer<'static> {
         build_leaked(&SliceVocab {
             model: "llama",
             base,
-            tokens: leak(tokens),
-            token_types: Some(leak(types)),
-            scores: Some(leak(scores)),
+            tokens: &tokens,
+            token_types: Some(&types),
+            scores: Some(&scores),
             ..SliceVocab::default()
         })
         .unwrap()
@@ -216,15 +212,19 @@ fn hostile(mode: u8, rest: &[u8]) {
         .windows(2)
         .map(|w| [&w[0][..], b" ", &w[1][..]].concat())
         .collect();
-    let merge_refs: Vec<&'static [u8]> = merges
-        .into_iter()
-        .map(|m| &*Box::leak(m.into_boxed_slice()))
-        .collect();
-    let (base, tokens) = leak_tokens(&texts);
+    let merge_refs: Vec<&[u8]> = merges.iter().map(Vec::as_slice).collect();
+    // Owned buffers (no leaks: this runs once per fuzz input).
+    let base = texts.concat();
+    let mut tokens = Vec::with_capacity(texts.len());
+    let mut at = 0;
+    for t in &texts {
+        tokens.push(&base[at..at + t.len()]);
+        at += t.len();
+    }
     let src = SliceVocab {
         model: if mode & 0x20 != 0 { "llama" } else { "gpt2" },
         pre: Some(if mode & 0x40 != 0 { "smollm" } else { "gpt-2" }),
-        base,
+        base: &base,
         tokens: &tokens,
         token_types: Some(&types),
         scores: Some(&scores),
@@ -235,7 +235,12 @@ fn hostile(mode: u8, rest: &[u8]) {
         add_eos: Some(mode & 0x08 != 0),
         add_space_prefix: Some(mode & 0x04 != 0),
     };
-    let Ok(t) = build_leaked(&src) else {
+    let Ok(need) = Tokenizer::bytes_required_for(&src) else {
+        return;
+    };
+    let mut mem = vec![0u8; need];
+    let mut arena = Arena::new(&mut mem);
+    let Ok(t) = Tokenizer::build(&src, &mut arena) else {
         return;
     };
     BUILT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

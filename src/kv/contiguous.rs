@@ -8,7 +8,7 @@
 
 use super::rows::{RowStore, RowsRef};
 use super::slots::SlotTable;
-use super::{KvConfig, KvRead, KvSlice, KvStore, SeqId};
+use super::{KvConfig, KvRead, KvSlice, KvStore, ReserveReq, SeqId};
 use crate::{Arena, Error, F32, Result};
 
 /// Contiguous KV cache for up to `max_seqs` sequences of `max_seq_len` tokens.
@@ -157,7 +157,7 @@ impl<'a> KvStore for ContiguousCache<'a> {
         Ok(self.slots.get(seq)?.room)
     }
 
-    fn reserve(&mut self, reqs: &[(SeqId, usize)]) -> Result<()> {
+    fn reserve<R: ReserveReq>(&mut self, reqs: &[R]) -> Result<()> {
         // Phase 1: validate everything; nothing changes.
         let max = self.cfg.max_seq_len;
         self.slots.check_batch(reqs, |s, n_new| {
@@ -168,7 +168,7 @@ impl<'a> KvStore for ContiguousCache<'a> {
             Ok(())
         })?;
         // Phase 2: extend every room, zeroing the new positions.
-        for &(seq, n_new) in reqs {
+        for (seq, n_new) in reqs.iter().map(|r| r.req()) {
             let s = *self.slots.get(seq)?;
             let new_room = s.room.max(s.len + n_new);
             for layer in 0..self.cfg.n_layers {

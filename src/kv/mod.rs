@@ -153,7 +153,8 @@ impl KvConfig {
 
 /// Handle of a live sequence: slot index + generation. `Copy`; a handle of a
 /// freed sequence is rejected.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(C)]
 pub struct SeqId {
     index: u32,
     generation: u32,
@@ -168,6 +169,46 @@ impl SeqId {
     /// The slot generation this handle was issued for.
     pub const fn generation(self) -> u32 {
         self.generation
+    }
+}
+
+/// One entry of a reservation batch: a sequence and how many new tokens it
+/// needs room for. Implemented by `(SeqId, usize)` and by the arena-friendly
+/// [`Reservation`].
+pub trait ReserveReq: Copy {
+    /// `(seq, n_new)`.
+    fn req(self) -> (SeqId, usize);
+}
+
+impl ReserveReq for (SeqId, usize) {
+    fn req(self) -> (SeqId, usize) {
+        self
+    }
+}
+
+/// A reservation entry that can live in an [`crate::Arena`] (`Pod`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(C)]
+pub struct Reservation {
+    /// The sequence.
+    pub seq: SeqId,
+    /// New tokens it needs room for.
+    pub n_new: u32,
+}
+
+impl Reservation {
+    /// `(seq, n_new)`; `n_new` saturates at `u32::MAX`.
+    pub fn new(seq: SeqId, n_new: usize) -> Self {
+        Reservation {
+            seq,
+            n_new: u32::try_from(n_new).unwrap_or(u32::MAX),
+        }
+    }
+}
+
+impl ReserveReq for Reservation {
+    fn req(self) -> (SeqId, usize) {
+        (self.seq, self.n_new as usize)
     }
 }
 
@@ -214,7 +255,7 @@ pub trait KvStore {
     /// `n_new = 0` changes nothing. Errors: unknown sequence,
     /// [`Error::DuplicateSequence`], [`Error::BatchTooLarge`] (more entries
     /// than slots), [`Error::SequenceTooLong`], [`Error::KvPagesExhausted`].
-    fn reserve(&mut self, reqs: &[(SeqId, usize)]) -> Result<()>;
+    fn reserve<R: ReserveReq>(&mut self, reqs: &[R]) -> Result<()>;
 
     /// Writes K and V rows (`kv_dim` values each, converted to the element
     /// type: f16 rounds to nearest even) at `pos` of `layer`.

@@ -29,7 +29,7 @@
 
 use super::rows::{RowStore, RowsRef};
 use super::slots::SlotTable;
-use super::{KvConfig, KvRead, KvSlice, KvStore, SeqId};
+use super::{KvConfig, KvRead, KvSlice, KvStore, ReserveReq, SeqId};
 use crate::{Arena, Error, F32, Result};
 
 /// Paged KV cache with copy-on-write forks.
@@ -298,9 +298,9 @@ impl<'a> PagedCache<'a> {
     }
 
     /// Exactly the pages phase 2 of `reserve` takes for `reqs` (validated).
-    fn pages_needed(&self, reqs: &[(SeqId, usize)]) -> Result<usize> {
+    fn pages_needed<R: ReserveReq>(&self, reqs: &[R]) -> Result<usize> {
         let mut needed = 0usize;
-        for (r, &(seq, n_new)) in reqs.iter().enumerate() {
+        for (r, (seq, n_new)) in reqs.iter().map(|q| q.req()).enumerate() {
             if n_new == 0 {
                 continue;
             }
@@ -311,7 +311,7 @@ impl<'a> PagedCache<'a> {
                 // Earlier requests that privatize the same page first.
                 let earlier = reqs[..r]
                     .iter()
-                    .map(|&req| self.cow_candidates(req).filter(|&q| q == p).count())
+                    .map(|req| self.cow_candidates(req.req()).filter(|&q| q == p).count())
                     .sum::<usize>();
                 if earlier < self.refcount[p as usize] as usize - 1 {
                     needed += 1;
@@ -386,7 +386,7 @@ impl<'a> KvStore for PagedCache<'a> {
         Ok(self.slots.get(seq)?.room)
     }
 
-    fn reserve(&mut self, reqs: &[(SeqId, usize)]) -> Result<()> {
+    fn reserve<R: ReserveReq>(&mut self, reqs: &[R]) -> Result<()> {
         // Phase 1: validate and count; nothing changes.
         let max = self.cfg.max_seq_len;
         self.slots.check_batch(reqs, |s, n_new| {
@@ -405,7 +405,7 @@ impl<'a> KvStore for PagedCache<'a> {
         }
         // Phase 2: takes exactly `needed` pages, so it cannot run out.
         let (pps, page_rows) = (self.pages_per_seq, self.page_rows());
-        for &(seq, n_new) in reqs {
+        for (seq, n_new) in reqs.iter().map(|r| r.req()) {
             if n_new == 0 {
                 continue;
             }

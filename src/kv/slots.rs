@@ -107,7 +107,7 @@ impl<'a> SlotTable<'a> {
     /// Validates a reservation batch: at most one entry per slot, each handle
     /// live and not repeated. Calls `f(slot, n_new)` for each entry in order
     /// (and stops at its first error). Changes nothing.
-    pub(crate) fn check_batch<F>(&self, reqs: &[(SeqId, usize)], mut f: F) -> Result<()>
+    pub(crate) fn check_batch<F, R: super::ReserveReq>(&self, reqs: &[R], mut f: F) -> Result<()>
     where
         F: FnMut(&Slot, usize) -> Result<()>,
     {
@@ -117,9 +117,9 @@ impl<'a> SlotTable<'a> {
                 max: self.slots.len(),
             });
         }
-        for (i, &(id, n_new)) in reqs.iter().enumerate() {
+        for (i, (id, n_new)) in reqs.iter().map(|r| r.req()).enumerate() {
             let slot = self.get(id)?;
-            if reqs.iter().take(i).any(|(o, _)| o.index == id.index) {
+            if reqs.iter().take(i).any(|o| o.req().0.index == id.index) {
                 return Err(Error::DuplicateSequence { index: id.index });
             }
             f(slot, n_new)?;

@@ -31,7 +31,15 @@ const SLOW_ERR: u128 = 1 << 12;
 /// within `f_err_q127` units of 2^-127 in the result (callers whose `f` is
 /// exact pass 0).
 pub(super) fn pow2_parts(k: i32, f: u128, f_err_q127: u128) -> F32 {
-    // Fast path: Q0.64.
+    match pow2_fast(k, f, f_err_q127) {
+        Some(r) => r,
+        None => pow2_accurate(k, f, f_err_q127),
+    }
+}
+
+/// Fast path of [`pow2_parts`]: `None` when its rounding test fails.
+#[inline]
+pub(super) fn pow2_fast(k: i32, f: u128, f_err_q127: u128) -> Option<F32> {
     let f64q = (f >> 64) as u64;
     let i = (f64q >> 58) as usize & 63;
     let g = f64q & ((1u64 << 58) - 1); // < 2^-6 in Q0.64
@@ -45,10 +53,11 @@ pub(super) fn pow2_parts(k: i32, f: u128, f_err_q127: u128) -> F32 {
     let e = h + mul64(mul64(h, h), a); // e^h - 1, Q0.64
     let t = (EXP2_TABLE[i] >> 64) as u64; // 2^(i/64), Q1.63
     let m = t as u128 + mul64(t, e) as u128;
-    if let Some(r) = round_checked(false, m, k - 63, FAST_ERR + (f_err_q127 >> 64) + 1) {
-        return r;
-    }
-    // Accurate path: Q0.128.
+    round_checked(false, m, k - 63, FAST_ERR + (f_err_q127 >> 64) + 1)
+}
+
+/// Accurate path of [`pow2_parts`].
+fn pow2_accurate(k: i32, f: u128, f_err_q127: u128) -> F32 {
     let i = (f >> 122) as usize & 63;
     let g = f & ((1u128 << 122) - 1);
     let h = mul128(g, LN2_Q128);

@@ -85,6 +85,28 @@ fn ln_reduce(bits: u32) -> (i64, i128) {
     (rr, e as i128 * LN2_Q120 + (logc >> 7))
 }
 
+/// Fast path: `base + r·Q(r)` in Q.120 with `Q` to degree 9 in Q.63;
+/// error below `(|result| >> 58) + 256` units.
+#[inline]
+fn ln_fast(rr: i64, base: i128) -> i128 {
+    let r63 = rr << 23;
+    let mut acc = Q_COEF_63[9];
+    let mut k = 8;
+    while k >= 1 {
+        acc = Q_COEF_63[k] + smul63(r63, acc);
+        k -= 1;
+    }
+    let t = smul63(r63, acc); // Q(r) - 1
+    base + ((rr as i128 * ((1i128 << 63) + t as i128)) << 17) // + r·Q, Q.120
+}
+
+/// `ln x · 2^120` for a positive finite nonzero `x` (bits), by the fast
+/// path; error below `(|result| >> 58) + 256` units. Used by `powf`.
+pub(super) fn ln_fast_q120(bits: u32) -> i128 {
+    let (rr, base) = ln_reduce(bits);
+    ln_fast(rr, base)
+}
+
 /// Accurate path: `base + r·Q(r)` in Q.120 with `Q` to degree 18 in Q.127;
 /// error below `(|result| >> 90) + 256` units.
 fn ln_accurate(rr: i64, base: i128) -> i128 {
@@ -135,17 +157,7 @@ impl F32 {
         }
         let (rr, base) = ln_reduce(bits);
 
-        // Fast path: Q(r) = 1 + r·acc in Q.63.
-        let r63 = rr << 23;
-        let mut acc = Q_COEF_63[9];
-        let mut k = 8;
-        while k >= 1 {
-            acc = Q_COEF_63[k] + smul63(r63, acc);
-            k -= 1;
-        }
-        let t = smul63(r63, acc); // Q(r) - 1
-        let rq = (rr as i128 * ((1i128 << 63) + t as i128)) << 17; // r·Q, Q.120
-        let total = base + rq;
+        let total = ln_fast(rr, base);
         let mag = total.unsigned_abs();
         if let Some(v) = round_checked(total < 0, mag, -120, (mag >> 58) + 256) {
             return v;

@@ -60,8 +60,42 @@ fn mul128(a: u128, b: u128) -> u128 {
 
 /// `Some(r)` when every value in `[m - err, m + err] · 2^e` rounds (RNE) to
 /// the same binary32 `r`; `None` when the interval holds a rounding boundary.
-#[inline]
+///
+/// With `s` the number of bits `round_pack` drops from `m` (24 kept for a
+/// normal result, fewer for a subnormal) and `rem` the dropped bits, the
+/// boundaries nearest to `m` are the midpoints at `rem = 2^(s-1)` (a binade
+/// change moves the next boundary at most to `2^(s-2)` away), so when
+/// `err < 2^(s-2)` the test is `|rem - 2^(s-1)| > err` and one rounding.
+/// Other shapes fall back to rounding both ends.
+#[inline(always)]
 fn round_checked(neg: bool, m: u128, e: i32, err: u128) -> Option<F32> {
+    let n = 128 - m.leading_zeros() as i32;
+    let s = if n - 24 > -149 - e { n - 24 } else { -149 - e };
+    if (2..128).contains(&s) {
+        let half = 1u128 << (s - 1);
+        if err < half >> 1 {
+            let rem = m & ((half << 1) - 1);
+            if rem.abs_diff(half) <= err {
+                return None;
+            }
+            // One rounding (rem != half: no tie), encoded as `round_pack`
+            // does: the carry of q = 2^24 bumps the exponent field.
+            let q = (m >> s) as u32 + (rem > half) as u32;
+            let lsb_exp = e + s; // >= -149
+            let sign = (neg as u32) << 31;
+            if lsb_exp > 104 {
+                return Some(F32::from_bits(sign | 0x7F80_0000));
+            }
+            let bits = (((lsb_exp + 149) as u32) << 23).wrapping_add(q);
+            return Some(F32::from_bits(sign | bits.min(0x7F80_0000)));
+        }
+    }
+    round_checked_slow(neg, m, e, err)
+}
+
+/// [`round_checked`] by rounding both ends (any shape of `m`, `err`).
+#[inline(never)]
+fn round_checked_slow(neg: bool, m: u128, e: i32, err: u128) -> Option<F32> {
     let lo = round_pack(neg, m.saturating_sub(err), e);
     let hi = round_pack(neg, m.saturating_add(err), e);
     if lo.to_bits() == hi.to_bits() {

@@ -26,8 +26,8 @@
 //! (see `docs/sections/math.md`). When the test fails the approximation's
 //! nearest value is returned (error below 0.5 ulp + 2^-80 relative).
 
-use super::exp2::pow2_parts;
-use super::ln::ln_q120;
+use super::exp2::{pow2_fast, pow2_parts};
+use super::ln::{ln_fast_q120, ln_q120};
 use super::mul128;
 use super::tables::LOG2E_Q127;
 use super::{decode, round_pack};
@@ -136,7 +136,8 @@ fn exact_pow(xabs: u32, ybits: u32) -> Option<F32> {
         return Some(round_pack(false, 1, e.clamp(-400, 400) as i32));
     }
     // Take exact square roots while y is not an integer.
-    while k < 0 && a % 2 == 0 {
+    while k < 0 && a % 2 == 0 && s & 7 == 1 {
+        // (odd squares are 1 mod 8)
         let r = isqrt(s);
         if r * r != s {
             break;
@@ -156,6 +157,53 @@ fn exact_pow(xabs: u32, ybits: u32) -> Option<F32> {
         i += 1;
     }
     Some(round_pack(false, v, (a as i64 * e).clamp(-400, 400) as i32))
+}
+
+/// `t = y · log2|x|` as `(k, f, err)`: `t = k + f` with `f` in `[0, 1)` as
+/// Q0.128, `err` bounding `t`'s error in units of 2^-128 (which also bounds
+/// the relative error of `2^t` in units of 2^-127); `Err(r)` when
+/// `|t| >= 256`, `r` being the over/underflowed magnitude. `l` is
+/// `ln|x| · 2^120` within `l_err` units.
+fn t_parts(l: i128, l_err: u128, yb: u32) -> Result<(i32, u128, u128), F32> {
+    let l_mag = l.unsigned_abs();
+    let lg = mul128(l_mag, LOG2E_Q127); // |log2 x| · 2^119
+    // t = P · 2^-n with P = lg · my a 256-bit (ph, pl).
+    let (my, ey) = decode(yb);
+    let lo = (lg as u64 as u128) * my as u128;
+    let hi = (lg >> 64) * my as u128 + (lo >> 64);
+    let pl = (hi << 64) | (lo as u64 as u128);
+    let ph = hi >> 64;
+    let n = (119 - ey) as u32; // in [15, 268]
+    let t_neg = (l < 0) != (yb >> 31 == 1);
+    if !below_pow2(ph, pl, n + 8) {
+        // |t| >= 256: far beyond the binary32 range either way.
+        return Err(if t_neg { F32::ZERO } else { F32::INFINITY });
+    }
+    let int = low128_shr(ph, pl, n) as i32; // < 256
+    let frac = if n >= 128 {
+        low128_shr(ph, pl, n - 128)
+    } else {
+        pl << (128 - n)
+    };
+    // |y| · (l_err + 2) · 2^-119 in units of 2^-128, plus the truncations.
+    let base_err = my as u128 * (l_err + 2);
+    let t_err = if n <= 128 {
+        let up = 128 - n;
+        if base_err.leading_zeros() > up {
+            base_err << up
+        } else {
+            u128::MAX >> 1
+        }
+    } else {
+        base_err.checked_shr(n - 128).unwrap_or(0)
+    } + 4;
+    Ok(if !t_neg {
+        (int, frac, t_err)
+    } else if frac == 0 {
+        (-int, 0, t_err)
+    } else {
+        (-int - 1, frac.wrapping_neg(), t_err)
+    })
 }
 
 impl F32 {
@@ -201,48 +249,19 @@ impl F32 {
         if let Some(v) = exact_pow(xa, yb) {
             return sign(v);
         }
-        // t = y · log2|x| as P · 2^-n, P a 256-bit (ph, pl).
-        let l = ln_q120(xa); // ln|x| · 2^120
-        let l_mag = l.unsigned_abs();
-        let l_err = (l_mag >> 89) + 512; // units of 2^-120
-        let lg = mul128(l_mag, LOG2E_Q127); // |log2 x| · 2^119
-        let (my, ey) = decode(yb);
-        let lo = (lg as u64 as u128) * my as u128;
-        let hi = (lg >> 64) * my as u128 + (lo >> 64);
-        let pl = (hi << 64) | (lo as u64 as u128);
-        let ph = hi >> 64;
-        let n = (119 - ey) as u32; // in [15, 268]
-        let t_neg = (l < 0) != y_neg;
-        if !below_pow2(ph, pl, n + 8) {
-            // |t| >= 256: far beyond the binary32 range either way.
-            return sign(if t_neg { F32::ZERO } else { F32::INFINITY });
-        }
-        let int = low128_shr(ph, pl, n) as i32; // < 256
-        let frac = if n >= 128 {
-            low128_shr(ph, pl, n - 128)
-        } else {
-            pl << (128 - n)
+        // Fast: ln|x| to 2^-57 relative; accurate: to 2^-89.
+        let fast = ln_fast_q120(xa);
+        let (k, f, t_err) = match t_parts(fast, (fast.unsigned_abs() >> 57) + 512, yb) {
+            Ok(t) => t,
+            Err(v) => return sign(v),
         };
-        // Error of t in units of 2^-128: |y| · (l_err + 2) · 2^-119, plus the
-        // truncations; it bounds the relative error it causes in 2^t in
-        // units of 2^-127 (ln 2 / 2 < 1).
-        let base_err = my as u128 * (l_err + 2);
-        let t_err = if n <= 128 {
-            let up = 128 - n;
-            if base_err.leading_zeros() > up {
-                base_err << up
-            } else {
-                u128::MAX >> 1
-            }
-        } else {
-            base_err.checked_shr(n - 128).unwrap_or(0)
-        } + 4;
-        let (k, f) = if !t_neg {
-            (int, frac)
-        } else if frac == 0 {
-            (-int, 0)
-        } else {
-            (-int - 1, frac.wrapping_neg())
+        if let Some(v) = pow2_fast(k, f, t_err) {
+            return sign(v);
+        }
+        let acc = ln_q120(xa);
+        let (k, f, t_err) = match t_parts(acc, (acc.unsigned_abs() >> 89) + 512, yb) {
+            Ok(t) => t,
+            Err(v) => return sign(v),
         };
         sign(pow2_parts(k, f, t_err))
     }

@@ -69,6 +69,60 @@ pub struct ActScale {
     pub sm: i32,
     /// Shift of `s`.
     pub ssh: u32,
+    /// `dsh` minus its chunk's [`ChunkScale::dbase`] (0 when `dm == 0`).
+    pub drel: u32,
+    /// `ssh` minus its chunk's [`ChunkScale::sbase`] (0 when `sm == 0`).
+    pub srel: u32,
+}
+
+/// Blocks per chunk of the fast kernels' `i64` accumulation (1024 elements).
+pub const CHUNK_BLOCKS: usize = 32;
+
+/// Shift range of the non-zero scales of one chunk of [`CHUNK_BLOCKS`]
+/// activation blocks: every `dsh` lies in `dbase ..= dbase + dspread`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+#[repr(C)]
+pub struct ChunkScale {
+    /// Smallest `dsh` of a non-zero `d` (0 if none).
+    pub dbase: u32,
+    /// Largest minus smallest.
+    pub dspread: u32,
+    /// Smallest `ssh` of a non-zero `s` (0 if none).
+    pub sbase: u32,
+    /// Largest minus smallest.
+    pub sspread: u32,
+}
+
+/// Fills `drel`/`srel` of `sc` and the per-chunk ranges `ch`
+/// (`ch.len() == sc.len().div_ceil(CHUNK_BLOCKS)`).
+pub fn fill_chunks(sc: &mut [ActScale], ch: &mut [ChunkScale]) {
+    for (c, cs) in sc.chunks_mut(CHUNK_BLOCKS).zip(ch.iter_mut()) {
+        let (mut dlo, mut dhi, mut slo, mut shi) = (u32::MAX, 0, u32::MAX, 0);
+        for s in c.iter() {
+            if s.dm != 0 {
+                dlo = dlo.min(s.dsh);
+                dhi = dhi.max(s.dsh);
+            }
+            if s.sm != 0 {
+                slo = slo.min(s.ssh);
+                shi = shi.max(s.ssh);
+            }
+        }
+        let (dlo, slo) = (
+            if dlo == u32::MAX { 0 } else { dlo },
+            if slo == u32::MAX { 0 } else { slo },
+        );
+        *cs = ChunkScale {
+            dbase: dlo,
+            dspread: dhi.saturating_sub(dlo),
+            sbase: slo,
+            sspread: shi.saturating_sub(slo),
+        };
+        for s in c.iter_mut() {
+            s.drel = if s.dm != 0 { s.dsh - dlo } else { 0 };
+            s.srel = if s.sm != 0 { s.ssh - slo } else { 0 };
+        }
+    }
 }
 
 /// Row flag: some block's `d` is ±∞ or NaN.
@@ -94,8 +148,11 @@ pub fn quantize_block_q8(x: &[F32; QK]) -> ([i8; QK], u16, u16, i32) {
     let mut qs = [0i8; QK];
     let mut sum = 0i32;
     for (q, &v) in qs.iter_mut().zip(x) {
-        // |x·id| ≤ 127 after rounding for finite d; NaN/∞ products give 0.
-        let r = (v * id).to_i32_round_ties_away().clamp(-128, 127);
+        // |x·id| rounds to at most 127 whenever 1/d is finite; NaN products
+        // give 0. When d is a tiny subnormal, 1/d overflows and llama.cpp's
+        // `(int8_t)roundf(±inf)` is undefined; this profile saturates to ±127
+        // (so |q| ≤ 127 always, which the SIMD kernels rely on).
+        let r = (v * id).to_i32_round_ties_away().clamp(-127, 127);
         *q = r as i8;
         sum += r;
     }
@@ -150,11 +207,12 @@ pub struct QActs<'a> {
     n_in: usize,
     max_m: usize,
     m: usize,
-    qs: &'a mut [i8],       // (max_m, n_in)        Q8 quants
-    sc: &'a mut [ActScale], // (max_m, n_in / 32)   Q8 block scales
-    flags: &'a mut [u8],    // (max_m)              FLAG_* per row
-    h: &'a mut [u16],       // (max_m, n_in)        binary16 (ActKind::F16)
-    f: &'a mut [F32],       // (max_m, n_in)        binary32 (ActKind::F32)
+    qs: &'a mut [i8],         // (max_m, n_in)        Q8 quants
+    sc: &'a mut [ActScale],   // (max_m, n_in / 32)   Q8 block scales
+    ch: &'a mut [ChunkScale], // (max_m, n_chunks)   shift ranges per chunk
+    flags: &'a mut [u8],      // (max_m)              FLAG_* per row
+    h: &'a mut [u16],         // (max_m, n_in)        binary16 (ActKind::F16)
+    f: &'a mut [F32],         // (max_m, n_in)        binary32 (ActKind::F32)
 }
 
 /// One input row of a [`QActs`], as the dot kernels read it.
@@ -164,6 +222,9 @@ pub struct ActRow<'r> {
     pub qs: &'r [i8],
     /// Q8 block scales (n_in / 32).
     pub sc: &'r [ActScale],
+    /// Per-chunk shift ranges (n_in / 32 / [`CHUNK_BLOCKS`], rounded up);
+    /// may be empty for rows used only with [`super::dot::dot_row`].
+    pub ch: &'r [ChunkScale],
     /// `FLAG_*` bits.
     pub flags: u8,
     /// Binary16 values (n_in) — empty unless [`ActKind::F16`].
@@ -173,8 +234,8 @@ pub struct ActRow<'r> {
 }
 
 impl<'a> QActs<'a> {
-    /// Element counts of the five carves `(qs, sc, h, f, flags)`.
-    const fn sizes(kind: ActKind, max_m: usize, n_in: usize) -> Option<[usize; 5]> {
+    /// Element counts of the carves `(qs, sc, h, f, flags, ch)`.
+    const fn sizes(kind: ActKind, max_m: usize, n_in: usize) -> Option<[usize; 6]> {
         let cells = match max_m.checked_mul(n_in) {
             Some(c) => c,
             None => return None,
@@ -183,16 +244,20 @@ impl<'a> QActs<'a> {
             Some(c) => c,
             None => return None,
         };
+        let chunks = match max_m.checked_mul((n_in / QK).div_ceil(CHUNK_BLOCKS)) {
+            Some(c) => c,
+            None => return None,
+        };
         Some(match kind {
-            ActKind::Q8 => [cells, blocks, 0, 0, max_m],
-            ActKind::F16 => [0, 0, cells, 0, max_m],
-            ActKind::F32 => [0, 0, 0, cells, max_m],
+            ActKind::Q8 => [cells, blocks, 0, 0, max_m, chunks],
+            ActKind::F16 => [0, 0, cells, 0, max_m, 0],
+            ActKind::F32 => [0, 0, 0, cells, max_m, 0],
         })
     }
 
     /// Worst-case arena bytes [`QActs::new`] takes (padding included).
     pub const fn bytes_for(kind: ActKind, max_m: usize, n_in: usize) -> Option<usize> {
-        let [nq, ns, nh, nf, nl] = match Self::sizes(kind, max_m, n_in) {
+        let [nq, ns, nh, nf, nl, nc] = match Self::sizes(kind, max_m, n_in) {
             Some(s) => s,
             None => return None,
         };
@@ -202,6 +267,7 @@ impl<'a> QActs<'a> {
             Arena::bytes_for::<u16>(nh),
             Arena::bytes_for::<F32>(nf),
             Arena::bytes_for::<u8>(nl),
+            Arena::bytes_for::<ChunkScale>(nc),
         ];
         let mut total = 0usize;
         let mut i = 0;
@@ -227,7 +293,7 @@ impl<'a> QActs<'a> {
                 found: n_in,
             });
         }
-        let [nq, ns, nh, nf, nl] = Self::sizes(kind, max_m, n_in).ok_or(Error::SizeOverflow)?;
+        let [nq, ns, nh, nf, nl, nc] = Self::sizes(kind, max_m, n_in).ok_or(Error::SizeOverflow)?;
         let need = Self::bytes_for(kind, max_m, n_in).ok_or(Error::SizeOverflow)?;
         if need > arena.remaining() {
             return Err(Error::ArenaExhausted {
@@ -241,6 +307,7 @@ impl<'a> QActs<'a> {
         let h = arena.alloc::<u16>(nh)?;
         let f = arena.alloc::<F32>(nf)?;
         let flags = arena.alloc::<u8>(nl)?;
+        let ch = arena.alloc::<ChunkScale>(nc)?;
         Ok(QActs {
             kind,
             n_in,
@@ -248,6 +315,7 @@ impl<'a> QActs<'a> {
             m: 0,
             qs,
             sc,
+            ch,
             flags,
             h,
             f,
@@ -293,8 +361,10 @@ impl<'a> QActs<'a> {
             match self.kind {
                 ActKind::Q8 => {
                     let nb = n / QK;
+                    let nc = nb.div_ceil(CHUNK_BLOCKS);
                     let qs = &mut self.qs[r * n..(r + 1) * n];
                     let sc = &mut self.sc[r * nb..(r + 1) * nb];
+                    let ch = &mut self.ch[r * nc..(r + 1) * nc];
                     for ((xb, qb), s) in xr
                         .chunks_exact(QK)
                         .zip(qs.chunks_exact_mut(QK))
@@ -311,6 +381,7 @@ impl<'a> QActs<'a> {
                             flags |= FLAG_S_NONFINITE;
                         }
                     }
+                    fill_chunks(sc, ch);
                 }
                 ActKind::F16 => {
                     for (o, v) in self.h[r * n..(r + 1) * n].iter_mut().zip(xr) {
@@ -345,6 +416,12 @@ impl<'a> QActs<'a> {
                 &[]
             } else {
                 &self.sc[r * nb..(r + 1) * nb]
+            },
+            ch: if self.ch.is_empty() {
+                &[]
+            } else {
+                let nc = nb.div_ceil(CHUNK_BLOCKS);
+                &self.ch[r * nc..(r + 1) * nc]
             },
             flags: self.flags[r],
             h: &self.h[pick(self.h.len())],
@@ -381,5 +458,7 @@ pub fn act_scale(d: u16, s: u16, bsum: i32) -> ActScale {
         dsh,
         sm,
         ssh,
+        drel: 0,
+        srel: 0,
     }
 }

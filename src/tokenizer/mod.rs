@@ -169,6 +169,9 @@ pub mod attr {
     }
 }
 
+/// Largest workspace capacity (bytes): symbol indices are `u32`.
+pub const MAX_INPUT_BYTES: usize = (u32::MAX / 4) as usize;
+
 /// Largest number of end-of-generation ids a tokenizer records.
 pub const MAX_EOG: usize = 16;
 
@@ -440,13 +443,13 @@ impl<'a> Tokenizer<'a> {
         Ok(sink.n)
     }
 
-    /// Decode `ids` into `out` as llama.cpp's `llama_detokenize` does without
-    /// `clean_spaces`: with `remove_special`, a leading BOS / trailing EOS
-    /// that the vocabulary adds is dropped; with `special`, control tokens
-    /// render as their text; the first piece loses one leading space when
-    /// `add_space_prefix` is set (unless a BOS was removed before it... as in
-    /// llama.cpp, only the very first piece is stripped). Bytes are copied
-    /// as they are (not UTF-8 checked); returns the length.
+    /// Decode `ids` into `out` as llama.cpp's `llama_detokenize` does
+    /// (without its `clean_spaces` pass): with `remove_special`, a leading BOS
+    /// and a trailing EOS that the vocabulary adds are dropped; with
+    /// `special`, control tokens render as their text; when
+    /// `add_space_prefix` is set the first piece loses one leading space,
+    /// except after a removed BOS (llama.cpp's rule). Bytes are copied as
+    /// they are (not UTF-8 checked); returns the length.
     pub fn detokenize(
         &self,
         ids: &[u32],
@@ -557,6 +560,10 @@ impl<'w> Workspace<'w> {
 
     /// Carve a workspace for inputs of up to `max_bytes` bytes.
     pub fn new(arena: &mut Arena<'w>, max_bytes: usize) -> Result<Workspace<'w>> {
+        // Symbol indices and lengths are u32.
+        if max_bytes > MAX_INPUT_BYTES {
+            return Err(Error::SizeOverflow);
+        }
         let n_sym = max_bytes.checked_add(1).ok_or(Error::SizeOverflow)?;
         let n_heap = n_sym.checked_mul(3).ok_or(Error::SizeOverflow)?;
         Ok(Workspace {

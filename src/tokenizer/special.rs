@@ -89,26 +89,31 @@ impl<'t, 'm> Fragments<'t, 'm> {
         }
     }
 
-    /// The next fragment, or `None` at the end.
+    /// The next fragment, or `None` at the end. Never yields empty raw text.
     pub(crate) fn next_fragment(&mut self, tok: &Tokenizer<'_>) -> Result<Option<Fragment<'t>>> {
-        let Some(&m) = self.marks.get(self.pos) else {
-            return Ok(None);
-        };
-        if m != FREE && m != CLAIMED {
-            let len = tok.token_text(m).map_or(1, |t| t.len().max(1));
-            self.pos += len;
-            return Ok(Some(Fragment::Token(m)));
+        loop {
+            let Some(&m) = self.marks.get(self.pos) else {
+                return Ok(None);
+            };
+            if m == CLAIMED {
+                // Not reachable (occurrences are skipped whole); step over it.
+                self.pos += 1;
+                continue;
+            }
+            if m != FREE {
+                let len = tok.token_text(m).map_or(1, |t| t.len().max(1));
+                self.pos += len;
+                return Ok(Some(Fragment::Token(m)));
+            }
+            let start = self.pos;
+            let rest = self.marks.get(start..).unwrap_or(&[]);
+            let run = rest.iter().position(|&x| x != FREE).unwrap_or(rest.len());
+            self.pos = start + run;
+            // Occurrences are valid UTF-8 inside valid UTF-8, so both ends
+            // are char boundaries; `get` keeps this panic-free regardless.
+            if let Some(raw) = self.text.get(start..start + run) {
+                return Ok(Some(Fragment::Raw(raw)));
+            }
         }
-        let start = self.pos;
-        let rest = self.marks.get(start..).unwrap_or(&[]);
-        let run = rest.iter().position(|&x| x != FREE).unwrap_or(rest.len());
-        self.pos = start + run.max(1);
-        // Occurrences are valid UTF-8 inside valid UTF-8, so both ends are
-        // char boundaries; `get` keeps this panic-free regardless.
-        Ok(self
-            .text
-            .get(start..start + run)
-            .map(Fragment::Raw)
-            .or(Some(Fragment::Raw(""))))
     }
 }

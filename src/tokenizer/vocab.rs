@@ -373,7 +373,7 @@ pub(crate) fn build<'a, S: VocabSource<'a>>(
     let text_of = |id: u32| -> &'a [u8] {
         spans
             .get(id as usize)
-            .and_then(|&[s, l]| base.get(s as usize..s as usize + l as usize))
+            .and_then(|&[s, l]| base.get(s as usize..(s as usize).checked_add(l as usize)?))
             .unwrap_or(&[])
     };
     sorted.sort_unstable_by(|&a, &b| text_of(a).cmp(text_of(b)).then(a.cmp(&b)));

@@ -549,10 +549,30 @@ pub fn ops_from_bytes(data: &[u8]) -> Vec<Op> {
 
 // ---------------------------------------------------------------- harness
 
+/// How often a schedule reached the interesting paths (paged cache).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Stats {
+    /// Successful reserves.
+    pub reserves: usize,
+    /// Pages privatized by copy-on-write.
+    pub cow_copies: usize,
+    /// Reserves that failed with `KvPagesExhausted`.
+    pub exhausted: usize,
+    /// Multi-sequence reserves that failed with `KvPagesExhausted`.
+    pub batch_exhausted: usize,
+    /// Forks of a sequence whose tail page was partly filled.
+    pub forks_partial_tail: usize,
+    /// Truncations to a position inside a page shared with another sequence.
+    pub truncate_into_shared: usize,
+    /// Failing calls checked for an unchanged state.
+    pub failures_checked: usize,
+}
+
 /// A cache and the model, applied in lockstep.
 pub struct Harness<C> {
     pub cache: C,
     pub model: Model,
+    pub stats: Stats,
 }
 
 /// Runs `f` with a paged cache built on a buffer of exactly `bytes_required`.
@@ -563,6 +583,7 @@ pub fn with_paged<R>(cfg: KvConfig, f: impl FnOnce(Harness<PagedCache<'_>>) -> R
     f(Harness {
         cache,
         model: Model::new(cfg, true),
+        stats: Stats::default(),
     })
 }
 
@@ -574,6 +595,7 @@ pub fn with_contiguous<R>(cfg: KvConfig, f: impl FnOnce(Harness<ContiguousCache<
     f(Harness {
         cache,
         model: Model::new(cfg, false),
+        stats: Stats::default(),
     })
 }
 
@@ -601,6 +623,7 @@ impl<C: Inspect> Harness<C> {
         let got = call(&mut self.cache);
         assert_eq!(got.err(), Some(want), "error mismatch");
         assert_eq!(self.snap(), before, "failed call changed the state");
+        self.stats.failures_checked += 1;
     }
 
     /// A reserve through cache and model; on error, state unchanged.
@@ -608,11 +631,23 @@ impl<C: Inspect> Harness<C> {
         let mut m = self.model.clone();
         match m.reserve(reqs) {
             Ok(()) => {
+                let before: Vec<_> = reqs.iter().map(|r| self.cache.table(r.0)).collect();
                 self.cache.reserve(reqs).unwrap();
+                for (r, old) in reqs.iter().zip(before) {
+                    if let (Some(old), Some(new)) = (old, self.cache.table(r.0)) {
+                        self.stats.cow_copies +=
+                            old.iter().zip(&new).filter(|(a, b)| a != b).count();
+                    }
+                }
+                self.stats.reserves += 1;
                 self.model = m;
                 true
             }
             Err(e) => {
+                if matches!(e, Error::KvPagesExhausted { .. }) {
+                    self.stats.exhausted += 1;
+                    self.stats.batch_exhausted += usize::from(reqs.len() > 1);
+                }
                 self.expect_err(e, |c| c.reserve(reqs));
                 false
             }
@@ -704,6 +739,9 @@ impl<C: Inspect> Harness<C> {
                 let Some(id) = self.pick(seq) else { return };
                 match self.model.next_slot() {
                     Ok(slot) => {
+                        let len = self.cache.len(id).unwrap();
+                        self.stats.forks_partial_tail +=
+                            usize::from(!len.is_multiple_of(self.model.cfg.page_size));
                         let child = self.cache.fork(id).unwrap();
                         assert_eq!(child.index(), slot);
                         self.model.fork(id, child);
@@ -720,6 +758,13 @@ impl<C: Inspect> Harness<C> {
                 let Some(id) = self.pick(seq) else { return };
                 let len = self.cache.len(id).unwrap();
                 let to = to as usize % (len + 1);
+                let ps = self.model.cfg.page_size;
+                if let (Some(t), Some(rc)) = (self.cache.table(id), self.cache.refcounts())
+                    && !to.is_multiple_of(ps)
+                    && rc[t[to / ps] as usize] > 1
+                {
+                    self.stats.truncate_into_shared += 1;
+                }
                 self.model.truncate(id, to).unwrap();
                 self.cache.truncate(id, to).unwrap();
             }
