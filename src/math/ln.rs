@@ -17,8 +17,8 @@
 //! Specials (C99 Annex F): ln(±0) = -inf, ln(x < 0) = NaN, ln(+inf) = +inf,
 //! ln(1) = +0, NaN → canonical NaN.
 //!
-//! Verified: correctly rounded, checked on all 2^32 inputs against CORE-MATH
-//! `logf` (see `docs/sections/math.md` for the date and the command).
+//! Verified: correctly rounded, checked on all 2^32 inputs against CORE-MATH 1.4
+//! `logf` on 2026-12-02: 0 mismatches (command in `docs/sections/math.md`).
 
 use super::tables::{LN_FIRST, LN_TABLE, LN2_Q120};
 use super::{decode, mul128, round_checked, round_pack};
@@ -170,6 +170,34 @@ impl F32 {
             Some(v) => v,
             // Not reached for any binary32 input (checked exhaustively).
             None => round_pack(total < 0, mag, -120),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The accurate path (which no binary32 input needs: the fast rounding
+    /// test decides all 2^32) rounds to the same result as `ln`.
+    #[test]
+    fn accurate_path_agrees_with_ln() {
+        let mut seed = 0x0F0F_1234_5678_9ABCu64;
+        for _ in 0..200_000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let bits = (seed as u32 & 0x7FFF_FFFF).clamp(1, 0x7F7F_FFFF);
+            if bits == 0x3F80_0000 {
+                continue;
+            }
+            let total = ln_q120(bits);
+            let acc = round_pack(total < 0, total.unsigned_abs(), -120);
+            assert_eq!(
+                acc.to_bits(),
+                F32::from_bits(bits).ln().to_bits(),
+                "x={bits:#010x}"
+            );
         }
     }
 }
