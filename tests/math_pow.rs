@@ -137,3 +137,36 @@ fn random_pairs() {
         assert_eq!(pow(x, y), cm_pow(x, y), "pow({x:#010x}, {y:#010x})");
     }
 }
+
+/// Pinned RoPE `theta_scale = base^(-2/n_rot)` bits: (base, exponent, result).
+/// Exponents are the binary32 quotients `-2/n_rot`; results from CORE-MATH
+/// `powf` (regenerate by printing `core_math::powf(base, -2.0 / n as f32)`).
+const ROPE_GOLDEN: &[(u32, u32, u32)] = &[
+    (0x461c4000, 0xbd800000, 0x3f0ff59a), // 10000^(-2/32)
+    (0x461c4000, 0xbd000000, 0x3f3ff911), // 10000^(-2/64)
+    (0x461c4000, 0xbccccccd, 0x3f4b5918), // 10000^(-2/80)
+    (0x461c4000, 0xbc800000, 0x3f5dafd7), // 10000^(-2/128)
+    (0x461c4000, 0xbc000000, 0x3f6e39f8), // 10000^(-2/256)
+    (0x47c35000, 0xbd800000, 0x3ef953cf), // 100000^(-2/32)
+    (0x47c35000, 0xbd000000, 0x3f32a506), // 100000^(-2/64)
+    (0x47c35000, 0xbccccccd, 0x3f3ff911), // 100000^(-2/80)
+    (0x47c35000, 0xbc800000, 0x3f55da52), // 100000^(-2/128)
+    (0x47c35000, 0xbc000000, 0x3f69fab4), // 100000^(-2/256)
+    (0x48f42400, 0xbd800000, 0x3ee177bb), // 500000^(-2/32)
+    (0x48f42400, 0xbd000000, 0x3f29e1c5), // 500000^(-2/64)
+    (0x48f42400, 0xbccccccd, 0x3f3866ec), // 500000^(-2/80)
+    (0x48f42400, 0xbc800000, 0x3f508ac1), // 500000^(-2/128)
+    (0x48f42400, 0xbc000000, 0x3f670e45), // 500000^(-2/256)
+];
+
+#[test]
+fn rope_golden() {
+    for &(b, e, want) in ROPE_GOLDEN {
+        assert_eq!(pow(b, e), want, "pow({b:#010x}, {e:#010x})");
+        assert_eq!(
+            cm_pow(b, e),
+            want,
+            "oracle disagrees at ({b:#010x}, {e:#010x})"
+        );
+    }
+}

@@ -11,8 +11,8 @@
 //! Ranges: x > 0x42B17217 (88.7228) overflows to +inf; x < -104 underflows
 //! below 2^-150 and rounds to +0; |x| < 2^-25 rounds to 1.
 //!
-//! Verified: correctly rounded, checked on all 2^32 inputs against CORE-MATH
-//! `expf` (see `docs/sections/math.md` for the date and the command).
+//! Verified: correctly rounded, checked on all 2^32 inputs against CORE-MATH 1.4
+//! `expf` on 2026-12-02: 0 mismatches (command in `docs/sections/math.md`).
 
 use super::decode;
 use super::exp2::pow2_parts;

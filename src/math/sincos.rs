@@ -28,8 +28,8 @@
 //! `sin x` rounds to `x` and `cos x` to 1 (the correction is below half an
 //! ulp); no other binary32 input has a result at a rounding boundary.
 //!
-//! Verified: correctly rounded, checked on all 2^32 inputs against CORE-MATH
-//! `sinf` and `cosf` (see `docs/sections/math.md` for the date and command).
+//! Verified: correctly rounded, checked on all 2^32 inputs against CORE-MATH 1.4
+//! `sinf` and `cosf` on 2026-12-02: 0 mismatches (command in `docs/sections/math.md`).
 
 use super::tables::{PIO2_Q127, TWO_OVER_PI};
 use super::{INV_FACT_Q64, INV_FACT_Q128, decode, mul64, mul128, round_checked, round_pack};
@@ -117,12 +117,21 @@ fn eval(r: &Reduced, want_sin: bool, neg: bool) -> F32 {
         // Unreachable for binary32 inputs (π is irrational); keep it total.
         return if want_sin { F32::ZERO } else { F32::ONE };
     }
+    match eval_fast(r, want_sin, neg) {
+        Some(v) => v,
+        None => eval_accurate(r, want_sin, neg),
+    }
+}
+
+/// Fast path of [`eval`] (`r.nf != 0`): `None` when its rounding test fails.
+#[inline]
+fn eval_fast(r: &Reduced, want_sin: bool, neg: bool) -> Option<F32> {
     let lz = r.lz;
     // Fast path. z = zm · 2^(-63 - lz), zm in [2^62.6, 2^63.7).
     let zm = mul64((r.nf >> 64) as u64, PIO2_Q63);
     let zq = zm.checked_shr(lz - 1).unwrap_or(0); // z as Q0.64
     let u = mul64(zq, zq);
-    let fast = if want_sin {
+    if want_sin {
         let mut a = INV_FACT_Q64[19];
         let mut n = 17;
         while n >= 3 {
@@ -141,10 +150,12 @@ fn eval(r: &Reduced, want_sin: bool, neg: bool) -> F32 {
         }
         let pc = (1u64 << 63) - (mul64(u, a) >> 1); // cos z, Q1.63
         round_checked(neg, pc as u128, -63, 32)
-    };
-    if let Some(v) = fast {
-        return v;
     }
+}
+
+/// Accurate path of [`eval`] (`r.nf != 0`).
+fn eval_accurate(r: &Reduced, want_sin: bool, neg: bool) -> F32 {
+    let lz = r.lz;
     // Accurate path. z = zm · 2^(-127 - lz), zm in [2^126.6, 2^127.7).
     let zm = mul128(r.nf, PIO2_Q127);
     let zq = zm.checked_shr(lz - 1).unwrap_or(0); // z as Q0.128
@@ -249,5 +260,36 @@ impl F32 {
         let (ws, ns) = sin_of(&r);
         let (wc, nc) = cos_of(&r);
         (eval(&r, ws, ns ^ (bits >> 31 == 1)), eval(&r, wc, nc))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The accurate path (never needed by a binary32 input: the fast path's
+    /// rounding test decides all 2^32) agrees with the fast path wherever
+    /// the latter decides, on a spread of arguments and both functions.
+    #[test]
+    fn accurate_path_agrees_with_fast_path() {
+        let mut seed = 0x1234_5678_9ABC_DEF0u64;
+        for _ in 0..200_000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let bits = (seed as u32 & 0x7FFF_FFFF).clamp(TINY_BITS, 0x7F7F_FFFF);
+            let (mx, ex) = decode(bits);
+            let r = reduce(mx, ex);
+            for want_sin in [true, false] {
+                if let Some(fast) = eval_fast(&r, want_sin, false) {
+                    let acc = eval_accurate(&r, want_sin, false);
+                    assert_eq!(
+                        acc.to_bits(),
+                        fast.to_bits(),
+                        "x={bits:#010x} sin={want_sin}"
+                    );
+                }
+            }
+        }
     }
 }
