@@ -86,6 +86,8 @@ pub(crate) struct Vocab<'a> {
     spans: &'a [[u32; 2]],
     /// (n_vocab,): ids sorted by text.
     sorted: &'a [u32],
+    /// (257,): `sorted[bucket[b]..bucket[b + 1]]` are the ids whose text starts with byte `b`.
+    bucket: [u32; 257],
     /// (n_vocab,): attribute bits.
     attrs: &'a [u8],
     /// (n_vocab,) for SPM, empty for BPE: scores as order-preserving keys.
@@ -124,20 +126,29 @@ impl<'a> Vocab<'a> {
 
     /// The id whose text is `text`.
     pub(crate) fn find(&self, text: &[u8]) -> Option<u32> {
-        let i = self
-            .sorted
+        let ids = self.bucket_of(*text.first()?);
+        let i = ids
             .binary_search_by(|&id| self.text_or_empty(id).cmp(text))
             .ok()?;
-        self.sorted.get(i).copied()
+        ids.get(i).copied()
+    }
+
+    /// The sorted ids whose text starts with `b`.
+    #[inline]
+    fn bucket_of(&self, b: u8) -> &'a [u32] {
+        let lo = self.bucket[b as usize] as usize;
+        let hi = self.bucket[b as usize + 1] as usize;
+        self.sorted.get(lo..hi).unwrap_or(&[])
     }
 
     /// The id whose text is `a` followed by `b`.
     fn find_concat(&self, a: &[u8], b: &[u8]) -> Option<u32> {
-        let i = self
-            .sorted
+        let first = a.first().or(b.first())?;
+        let ids = self.bucket_of(*first);
+        let i = ids
             .binary_search_by(|&id| cmp_concat(self.text_or_empty(id), a, b))
             .ok()?;
-        self.sorted.get(i).copied()
+        ids.get(i).copied()
     }
 
     pub(crate) fn piece(&self, id: u32, special: bool) -> Option<&'a [u8]> {
@@ -385,10 +396,19 @@ pub(crate) fn build<'a, S: VocabSource<'a>>(
         }
     }
     let sorted: &'a [u32] = sorted;
+    // First-byte buckets (texts are non-empty).
+    let mut bucket = [0u32; 257];
+    for (b, slot) in bucket.iter_mut().enumerate() {
+        *slot = sorted
+            .partition_point(|&id| text_of(id).first().is_some_and(|&f| usize::from(f) < b))
+            as u32;
+    }
+    bucket[256] = sorted.len() as u32;
     let mut vocab = Vocab {
         base,
         spans,
         sorted,
+        bucket,
         attrs: &[],
         scores,
         pieces: &[],
@@ -555,11 +575,24 @@ pub(crate) fn build<'a, S: VocabSource<'a>>(
         let table: &'a [[u32; 4]] = table;
         table.get(..w).unwrap_or(&[])
     };
+    // (n_vocab + 1,): merges[by_left[l]..by_left[l + 1]] have left id l.
+    let by_left: &'a mut [u32] = arena.alloc(if is_spm { 0 } else { n + 1 })?;
+    if !is_spm {
+        let mut m = 0usize;
+        for (l, slot) in by_left.iter_mut().enumerate() {
+            while merges.get(m).is_some_and(|e| (e[0] as usize) < l) {
+                m += 1;
+            }
+            *slot = m as u32;
+        }
+    }
+    let merges_by_left: &'a [u32] = by_left;
 
     Ok(Tokenizer {
         model,
         vocab,
         merges,
+        merges_by_left,
         byte_token,
         specials,
         bos,
@@ -587,9 +620,14 @@ impl<'a> Tokenizer<'a> {
 
     /// The merge entry `[left, right, result, rank]` for a pair of ids.
     pub(crate) fn merge_index(&self, left: u32, right: u32) -> Option<usize> {
-        self.merges
-            .binary_search_by(|m| (m[0], m[1]).cmp(&(left, right)))
-            .ok()
+        let lo = *self.merges_by_left.get(left as usize)? as usize;
+        let hi = *self.merges_by_left.get(left as usize + 1)? as usize;
+        let i = self
+            .merges
+            .get(lo..hi)?
+            .binary_search_by(|m| m[1].cmp(&right))
+            .ok()?;
+        Some(lo + i)
     }
 
     pub(crate) fn merge(&self, idx: u32) -> Option<[u32; 4]> {
