@@ -232,6 +232,7 @@ impl<'a> Tokenizer<'a> {
             Arena::bytes_for::<u8>(n_vocab),        // attributes
             Arena::bytes_for::<u32>(n_vocab),       // scores
             Arena::bytes_for::<u32>(n_vocab),       // sorted index
+            Arena::bytes_for::<u64>(n_vocab),       // prefix keys
             Arena::bytes_for::<[u32; 4]>(n_merges), // merge table
             Arena::bytes_for::<u32>(n_vocab.saturating_add(1)), // merges by left id
             Arena::bytes_for::<[u32; 2]>(n_vocab),  // piece spans
