@@ -14,13 +14,14 @@
 //! The arithmetic profile is named by [`PROFILE`]; any change to numerics is a
 //! new profile name. See `docs/ARITHMETIC.md`.
 #![no_std]
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 #[cfg(feature = "std")]
 extern crate std;
 
 pub mod arena;
+pub mod audit;
 pub mod error;
 pub mod float;
 pub mod gguf;
@@ -30,6 +31,7 @@ pub mod math;
 pub mod model;
 pub mod parallel;
 pub mod quant;
+pub mod sample;
 pub mod tokenizer;
 
 pub use arena::Arena;

@@ -1,1 +1,31 @@
 //! Compute kernels: matmul, rmsnorm, softmax, rope, swiglu, attention.
+//!
+//! Each kernel validates every shape before writing anything, so an `Err`
+//! leaves its outputs untouched. The arithmetic of each is written down in
+//! `docs/ARITHMETIC.md` (operation order, roundings).
+
+pub mod attention;
+pub mod matmul;
+pub mod rmsnorm;
+pub mod rope;
+pub mod softmax;
+pub mod swiglu;
+
+pub use attention::attention;
+pub use matmul::{matmul, matmul_scratch_len};
+pub use rmsnorm::rmsnorm;
+pub use rope::{RopeStyle, rope, rope_theta_scale};
+pub use softmax::softmax;
+pub use swiglu::swiglu;
+
+use crate::{Error, Result};
+
+/// `Err(ShapeMismatch)` unless `found == expected`.
+#[inline]
+pub(crate) fn check_len(expected: usize, found: usize) -> Result<()> {
+    if expected == found {
+        Ok(())
+    } else {
+        Err(Error::ShapeMismatch { expected, found })
+    }
+}

@@ -1,4 +1,29 @@
 //! GGUF block formats (zero-copy over `&[u8]`) and exact dot products.
+//!
+//! * [`block`] — the GGUF block structs, byte-exact, little-endian accessors.
+//! * [`dequantize_row`] — any supported type to [`crate::F32`], rounding order fixed.
+//! * [`QActs`] — activations quantized once (llama.cpp's reference Q8_0/Q8_1
+//!   formulas) and shared by several matmuls.
+//! * [`dot`] — exact row dot products (integer sums in an `i128`, one rounding).
+//! * [`QMatrix`] — a weight `(n_out, n_in)` borrowed zero-copy from model bytes.
+//!
+//! The fast paths (portable blocked kernels and, under `std` on x86-64, the
+//! runtime-selected AVX2/AVX-512 module) compute the same exact integers, so
+//! their results are the same bits.
+
+pub mod act;
+pub mod block;
+pub mod dequant;
+pub mod dot;
+pub mod fast;
+pub mod fixed;
+pub mod matrix;
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+mod simd_x86;
+
+pub use act::{ActKind, ActRow, ActScale, QActs, quantize_row_q8_0, quantize_row_q8_1};
+pub use dequant::dequantize_row;
+pub use matrix::QMatrix;
 
 use crate::{Error, Result};
 

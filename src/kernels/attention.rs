@@ -1,0 +1,211 @@
+//! q (n_head, head_dim), cache K/V (n_ctx, n_kv_head·head_dim) -> out (n_head·head_dim).
+//!
+//! Per head `h` (kv head `h / (n_head / n_kv_head)`, llama.cpp's GQA mapping):
+//! `scores_t = q_h · k_t` for `t < n_ctx`, `p = softmax(scores, scale)`
+//! ([`super::softmax`]), `out_h[d] = Σ_t p_t · v_t[d]`.
+//!
+//! * F16 cache (llama.cpp's default, non-flash path): `q_h` and `p` are
+//!   rounded to binary16 first (as ggml does for an F16 `mul_mat` operand),
+//!   and both dot products are **exact** sums of f16×f16 products
+//!   ([`crate::quant::dot::F16Acc`]) rounded once — order-free.
+//! * F32 cache: fixed-order soft dots, `acc = +0`, `t` or `d` ascending, no FMA.
+//!
+//! Every cached row must have the same element type and at least
+//! `n_kv_head·head_dim` elements; this is checked before anything is written.
+
+use super::softmax;
+use crate::kv::{KvRead, KvSlice};
+use crate::quant::dot::{F16_FLUSH, f16_split};
+use crate::quant::fixed::{ExactAcc, f16_nonfinite};
+use crate::{Error, F32, Result};
+
+/// Largest head dimension the f16 path holds on the stack.
+pub const MAX_HEAD_DIM: usize = 256;
+
+/// Causal GQA attention of one token's query over positions `0..n_ctx`.
+#[allow(clippy::too_many_arguments)]
+pub fn attention<K: KvRead + ?Sized>(
+    q: &[F32],
+    kv: &K,
+    n_ctx: usize,
+    n_head: usize,
+    n_kv_head: usize,
+    head_dim: usize,
+    scale: F32,
+    scores: &mut [F32],
+    out: &mut [F32],
+) -> Result<()> {
+    // Validate shapes and every cached row before writing anything.
+    let q_len = n_head.checked_mul(head_dim).ok_or(Error::SizeOverflow)?;
+    super::check_len(q_len, q.len())?;
+    super::check_len(q_len, out.len())?;
+    if n_kv_head == 0 || n_head == 0 || !n_head.is_multiple_of(n_kv_head) || head_dim == 0 {
+        return Err(Error::InvalidConfig);
+    }
+    if head_dim > MAX_HEAD_DIM {
+        return Err(Error::ShapeMismatch {
+            expected: MAX_HEAD_DIM,
+            found: head_dim,
+        });
+    }
+    if scores.len() < n_ctx {
+        return Err(Error::BufferTooSmall {
+            needed: n_ctx,
+            available: scores.len(),
+        });
+    }
+    let kv_dim = n_kv_head * head_dim;
+    let mut f16 = None;
+    for t in 0..n_ctx {
+        for row in [kv.k(t), kv.v(t)] {
+            let (is16, len) = match row {
+                KvSlice::F16(r) => (true, r.len()),
+                KvSlice::F32(r) => (false, r.len()),
+            };
+            if len < kv_dim {
+                return Err(Error::ShapeMismatch {
+                    expected: kv_dim,
+                    found: len,
+                });
+            }
+            if *f16.get_or_insert(is16) != is16 {
+                return Err(Error::InvalidConfig);
+            }
+        }
+    }
+    let group = n_head / n_kv_head;
+    let scores = &mut scores[..n_ctx];
+    for (h, (qh, oh)) in q
+        .chunks_exact(head_dim)
+        .zip(out.chunks_exact_mut(head_dim))
+        .enumerate()
+    {
+        let k0 = (h / group) * head_dim;
+        if f16 == Some(true) {
+            head_f16(qh, kv, k0, scale, scores, oh)?;
+        } else {
+            head_f32(qh, kv, k0, scale, scores, oh)?;
+        }
+    }
+    Ok(())
+}
+
+/// One head over an F16 cache: exact f16 dots.
+fn head_f16<K: KvRead + ?Sized>(
+    qh: &[F32],
+    kv: &K,
+    k0: usize,
+    scale: F32,
+    scores: &mut [F32],
+    oh: &mut [F32],
+) -> Result<()> {
+    let hd = qh.len();
+    // q rounded to f16 and split once: q_d = qv · 2^(15·qa − 24).
+    let mut qv = [0i32; MAX_HEAD_DIM];
+    let mut qa = [0u32; MAX_HEAD_DIM];
+    let mut q_bad = false;
+    for (d, &x) in qh.iter().enumerate() {
+        let hbits = x.to_f16_bits();
+        q_bad |= f16_nonfinite(hbits);
+        (qv[d], qa[d]) = f16_split(hbits);
+    }
+    for (t, s) in scores.iter_mut().enumerate() {
+        let KvSlice::F16(k) = kv.k(t) else {
+            return Err(Error::InvalidConfig);
+        };
+        let k = k.get(k0..k0 + hd).ok_or(Error::InvalidConfig)?;
+        // Three exponent-class sums; each product is below 2^50 and a head
+        // has at most MAX_HEAD_DIM (2^8) terms, so no i64 sum can overflow.
+        // Branch-free so that it vectorizes.
+        let (mut b0, mut b1, mut b2) = (0i64, 0i64, 0i64);
+        let mut bad = q_bad;
+        for ((&kb, &qvd), &qad) in k.iter().zip(&qv[..hd]).zip(&qa[..hd]) {
+            let (kv_, ka) = f16_split(kb);
+            bad |= f16_nonfinite(kb);
+            let prod = qvd as i64 * kv_ as i64;
+            let c = qad + ka;
+            b0 += if c == 0 { prod } else { 0 };
+            b1 += if c == 1 { prod } else { 0 };
+            b2 += if c == 2 { prod } else { 0 };
+        }
+        let mut acc = ExactAcc {
+            sum: 0,
+            nonfinite: bad,
+        };
+        acc.add_shifted(b0, 0);
+        acc.add_shifted(b1, 15);
+        acc.add_shifted(b2, 30);
+        *s = acc.finish();
+    }
+    softmax(scores, scale, scores.len())?;
+    // out[d] = Σ_t p_t·v_t[d], p_t rounded to f16; three i64 buckets per d
+    // (exponent class 0, 1, 2), flushed into i128 every F16_FLUSH positions.
+    let mut b = [[0i64; MAX_HEAD_DIM]; 3];
+    let mut wide = [ExactAcc::default(); MAX_HEAD_DIM];
+    let mut bad = false;
+    for (t, &p) in scores.iter().enumerate() {
+        let KvSlice::F16(v) = kv.v(t) else {
+            return Err(Error::InvalidConfig);
+        };
+        let pb = p.to_f16_bits();
+        bad |= f16_nonfinite(pb);
+        let (pv, pa) = f16_split(pb);
+        let v = &v[k0..k0 + hd];
+        for d in 0..hd {
+            let (vv, va) = f16_split(v[d]);
+            bad |= f16_nonfinite(v[d]);
+            let prod = pv as i64 * vv as i64;
+            let k = pa + va;
+            b[0][d] += if k == 0 { prod } else { 0 };
+            b[1][d] += if k == 1 { prod } else { 0 };
+            b[2][d] += if k == 2 { prod } else { 0 };
+        }
+        if (t + 1) % F16_FLUSH == 0 {
+            flush(&mut b, &mut wide, hd);
+        }
+    }
+    flush(&mut b, &mut wide, hd);
+    for (o, w) in oh.iter_mut().zip(wide.iter_mut()) {
+        w.nonfinite |= bad;
+        *o = w.finish();
+    }
+    Ok(())
+}
+
+fn flush(b: &mut [[i64; MAX_HEAD_DIM]; 3], wide: &mut [ExactAcc; MAX_HEAD_DIM], hd: usize) {
+    for (k, bk) in b.iter_mut().enumerate() {
+        for (w, x) in wide.iter_mut().zip(bk.iter_mut()).take(hd) {
+            w.add_shifted(*x, 15 * k as u32);
+            *x = 0;
+        }
+    }
+}
+
+/// One head over an F32 cache: fixed-order soft dots.
+fn head_f32<K: KvRead + ?Sized>(
+    qh: &[F32],
+    kv: &K,
+    k0: usize,
+    scale: F32,
+    scores: &mut [F32],
+    oh: &mut [F32],
+) -> Result<()> {
+    let hd = qh.len();
+    for (t, s) in scores.iter_mut().enumerate() {
+        let KvSlice::F32(k) = kv.k(t) else {
+            return Err(Error::InvalidConfig);
+        };
+        *s = crate::quant::dot::dot_f32(qh, &k[k0..k0 + hd]);
+    }
+    softmax(scores, scale, scores.len())?;
+    oh.fill(F32::ZERO);
+    for (t, &p) in scores.iter().enumerate() {
+        let KvSlice::F32(v) = kv.v(t) else {
+            return Err(Error::InvalidConfig);
+        };
+        for (o, &x) in oh.iter_mut().zip(&v[k0..k0 + hd]) {
+            *o = *o + p * x;
+        }
+    }
+    Ok(())
+}

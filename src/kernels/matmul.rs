@@ -1,0 +1,78 @@
+//! W (n_out, n_in) @ x (M, n_in) -> out (M, n_out); each cell one exact dot, independent of M and threads.
+//!
+//! Cell `(m, o)` is [`crate::quant::dot::dot_row`] of weight row `o` with
+//! activation row `m` — an exact integer sum rounded once for every quantized
+//! and F16 type, a fixed-order soft dot for F32/BF16. No cell's value depends
+//! on M, on the other rows of the batch, on the blocking used here or on how
+//! rows are split across threads: the fast kernels compute the same integers.
+//!
+//! Work is split over *weight rows* so each weight row is read once for all M
+//! inputs. With M > 1 the cells are produced weight-row-major into `scratch`
+//! `(n_out, M)` and transposed into `out` `(M, n_out)` at the end.
+
+use crate::quant::{ActKind, QActs, QMatrix, fast};
+use crate::{Error, F32, Parallel, Result};
+
+/// `scratch` elements [`matmul`] needs for `m` input rows (0 when `m ≤ 1`).
+pub const fn matmul_scratch_len(m: usize, n_out: usize) -> usize {
+    if m <= 1 { 0 } else { m.saturating_mul(n_out) }
+}
+
+/// Weight rows per parallel chunk: a multiple of the kernels' row group.
+fn rows_per_chunk(threads: usize, n_out: usize) -> usize {
+    if threads <= 1 {
+        return n_out.max(1);
+    }
+    n_out
+        .div_ceil(threads * 4)
+        .next_multiple_of(fast::ROW_GROUP)
+        .max(fast::ROW_GROUP)
+}
+
+/// `out (M, n_out) = x (M, n_in) · Wᵀ`; `M = x.rows()`.
+///
+/// Errors (nothing written): `x` of the wrong [`ActKind`] or row length,
+/// `out.len() != M·n_out`, `scratch` shorter than [`matmul_scratch_len`].
+pub fn matmul<P: Parallel>(
+    par: &P,
+    w: &QMatrix<'_>,
+    x: &QActs<'_>,
+    out: &mut [F32],
+    scratch: &mut [F32],
+) -> Result<()> {
+    if x.kind() != ActKind::for_weight(w.ty) {
+        return Err(Error::UnsupportedType {
+            ggml_type: w.ty as u32,
+        });
+    }
+    super::check_len(w.n_in, x.n_in())?;
+    let m = x.rows();
+    let cells = m.checked_mul(w.n_out).ok_or(Error::SizeOverflow)?;
+    super::check_len(cells, out.len())?;
+    if cells == 0 {
+        return Ok(());
+    }
+    let rows = rows_per_chunk(par.threads(), w.n_out);
+    if m == 1 {
+        par.for_each_chunk(out, rows, &|ci, chunk| {
+            fast::rows_kernel(w, ci * rows, x, chunk);
+        });
+        return Ok(());
+    }
+    let need = matmul_scratch_len(m, w.n_out);
+    let available = scratch.len();
+    let scratch = scratch.get_mut(..need).ok_or(Error::BufferTooSmall {
+        needed: need,
+        available,
+    })?;
+    par.for_each_chunk(scratch, rows * m, &|ci, chunk| {
+        fast::rows_kernel(w, ci * rows, x, chunk);
+    });
+    // (n_out, M) -> (M, n_out)
+    for (o, col) in scratch.chunks_exact(m).enumerate() {
+        for (r, &v) in col.iter().enumerate() {
+            out[r * w.n_out + o] = v;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,203 @@
+//! Matmul invariance: every path (per-cell reference, portable blocked, SIMD
+//! blocked) gives the same bits; a row's output does not depend on M, on its
+//! position in the batch, on the thread count or on how rows are split.
+mod common;
+
+use common::Rng;
+use detllm::quant::fast::{Path, rows_kernel_with};
+use detllm::quant::{ActKind, GgmlType, QActs, QMatrix};
+use detllm::{Arena, F32, Serial, kernels::matmul};
+use proptest::prelude::*;
+
+const TYPES: [GgmlType; 10] = [
+    GgmlType::Q4_1,
+    GgmlType::Q8_0,
+    GgmlType::Q4_1,
+    GgmlType::Q8_0,
+    GgmlType::Q4_0,
+    GgmlType::Q5_1,
+    GgmlType::F16,
+    GgmlType::F32,
+    GgmlType::Q4_K,
+    GgmlType::BF16,
+];
+
+fn f16(x: f32) -> u16 {
+    F32::from_bits(x.to_bits()).to_f16_bits()
+}
+
+/// Weights with model-like scales, sometimes wild (zero, subnormal, huge,
+/// non-finite) so the wide fallback and NaN paths run too.
+fn weights(rng: &mut Rng, ty: GgmlType, n_in: usize, n_out: usize, wild: bool) -> Vec<u8> {
+    let mut w = vec![0u8; ty.row_bytes(n_in).unwrap() * n_out];
+    rng.bytes(&mut w);
+    if matches!(ty, GgmlType::F32) {
+        for c in w.chunks_mut(4) {
+            c.copy_from_slice(&rng.f32_in(-8, 2).to_le_bytes());
+        }
+        return w;
+    }
+    if matches!(ty, GgmlType::F16 | GgmlType::BF16) {
+        return w;
+    }
+    for b in w.chunks_mut(ty.type_size()) {
+        let sp = rng.next().is_multiple_of(4);
+        let d = if wild && rng.next().is_multiple_of(8) {
+            rng.f16_scale(sp)
+        } else {
+            f16(rng.f32_in(-9, -5))
+        };
+        b[0..2].copy_from_slice(&d.to_le_bytes());
+        if matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K) {
+            let m = if wild && rng.next().is_multiple_of(8) {
+                rng.f16_scale(false)
+            } else {
+                f16(-rng.f32_in(-5, -2))
+            };
+            b[2..4].copy_from_slice(&m.to_le_bytes());
+        }
+    }
+    w
+}
+
+fn inputs(rng: &mut Rng, m: usize, n_in: usize, wild: bool) -> Vec<F32> {
+    (0..m * n_in)
+        .map(|i| {
+            let blk = (i / 32) as u64;
+            let e = if wild {
+                ((blk * 7 + m as u64) % 40) as i32 - 30
+            } else {
+                -3
+            };
+            let v = rng.f32_in(e - 2, e);
+            F32::from_bits(if wild && rng.next().is_multiple_of(500) {
+                0
+            } else {
+                v.to_bits()
+            })
+        })
+        .collect()
+}
+
+fn run(par: &impl detllm::Parallel, w: &QMatrix, x: &[F32], m: usize) -> Vec<u32> {
+    let mut buf = vec![0u8; QActs::bytes_for(ActKind::for_weight(w.ty), m, w.n_in).unwrap()];
+    let mut arena = Arena::new(&mut buf);
+    let mut a = QActs::new(&mut arena, ActKind::for_weight(w.ty), m, w.n_in).unwrap();
+    a.quantize(x).unwrap();
+    let mut out = vec![F32::ZERO; m * w.n_out];
+    let mut scratch = vec![F32::ZERO; matmul::matmul_scratch_len(m, w.n_out)];
+    matmul::matmul(par, w, &a, &mut out, &mut scratch).unwrap();
+    out.iter().map(|v| v.to_bits()).collect()
+}
+
+fn paths(w: &QMatrix, x: &[F32], m: usize, split: usize) -> [Vec<u32>; 3] {
+    let mut buf = vec![0u8; QActs::bytes_for(ActKind::for_weight(w.ty), m, w.n_in).unwrap()];
+    let mut arena = Arena::new(&mut buf);
+    let mut a = QActs::new(&mut arena, ActKind::for_weight(w.ty), m, w.n_in).unwrap();
+    a.quantize(x).unwrap();
+    [Path::Reference, Path::Portable, Path::Auto].map(|p| {
+        // (n_out, M) in two arbitrary row ranges.
+        let mut out = vec![F32::ZERO; m * w.n_out];
+        let (lo, hi) = out.split_at_mut(split * m);
+        rows_kernel_with(w, 0, &a, lo, p);
+        rows_kernel_with(w, split, &a, hi, p);
+        out.iter().map(|v| v.to_bits()).collect()
+    })
+}
+
+fn check(seed: u64, ti: usize, kb: usize, n_out: usize, m: usize, wild: bool) {
+    let ty = TYPES[ti % TYPES.len()];
+    let n_in = if matches!(ty, GgmlType::Q4_K) {
+        256 * kb.div_ceil(8)
+    } else {
+        32 * kb
+    };
+    let mut rng = Rng(seed);
+    let wb = weights(&mut rng, ty, n_in, n_out, wild);
+    let w = QMatrix::new(ty, n_in, n_out, &wb).unwrap();
+    let x = inputs(&mut rng, m, n_in, wild);
+    let batch = run(&Serial, &w, &x, m);
+    // Paths agree (with an arbitrary split of the rows).
+    let split = (seed as usize) % (n_out + 1);
+    let [r, p, s] = paths(&w, &x, m, split);
+    for (o, (a, (b, c))) in r.iter().zip(p.iter().zip(&s)).enumerate() {
+        assert_eq!((a, a), (b, c), "{ty:?} cell {o} ref/portable/simd");
+    }
+    // (n_out, M) reference vs the batched matmul (M, n_out).
+    for i in 0..m {
+        for o in 0..n_out {
+            assert_eq!(batch[i * n_out + o], r[o * m + i], "{ty:?} row {i} out {o}");
+        }
+    }
+    // Each row alone (M = 1) and at another position in another batch.
+    let pool = detllm::parallel::ThreadPool::new(2).unwrap();
+    for i in 0..m {
+        let row = &x[i * n_in..(i + 1) * n_in];
+        let alone = run(&Serial, &w, row, 1);
+        assert_eq!(
+            &alone[..],
+            &batch[i * n_out..(i + 1) * n_out],
+            "{ty:?} row {i} alone"
+        );
+        let mut other = inputs(&mut rng, 3, n_in, !wild);
+        let pos = i % 4;
+        other.splice(pos * n_in..pos * n_in, row.iter().copied());
+        let moved = run(&pool, &w, &other, 4);
+        assert_eq!(
+            &moved[pos * n_out..(pos + 1) * n_out],
+            &alone[..],
+            "{ty:?} row {i} moved"
+        );
+    }
+    assert_eq!(run(&pool, &w, &x, m), batch, "{ty:?} threads");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+    #[test]
+    fn matmul_paths_and_batches_agree(seed in any::<u64>(), ti in 0usize..10, kb in 1usize..80,
+                                      n_out in 1usize..24, m in 1usize..11, wild in any::<bool>()) {
+        check(seed, ti, kb, n_out, m, wild);
+    }
+}
+
+/// SmolLM2 shapes, one seed each, all paths.
+#[test]
+fn smollm2_shapes_agree() {
+    for (i, &(n_in, n_out)) in [(576, 576), (576, 192), (1536, 576), (576, 1536)]
+        .iter()
+        .enumerate()
+    {
+        for ty in [GgmlType::Q4_1, GgmlType::Q8_0] {
+            let mut rng = Rng(i as u64);
+            let wb = weights(&mut rng, ty, n_in, n_out, false);
+            let w = QMatrix::new(ty, n_in, n_out, &wb).unwrap();
+            let x = inputs(&mut rng, 3, n_in, false);
+            let [r, p, s] = paths(&w, &x, 3, n_out / 3);
+            assert_eq!(r, p);
+            assert_eq!(r, s);
+        }
+    }
+}
+
+#[test]
+fn matmul_rejects_bad_shapes_without_writing() {
+    let wb = vec![0u8; 20 * 2 * 3];
+    let w = QMatrix::new(GgmlType::Q4_1, 64, 3, &wb).unwrap();
+    assert!(QMatrix::new(GgmlType::Q4_1, 64, 4, &wb).is_err());
+    assert!(QMatrix::new(GgmlType::Q4_1, 48, 3, &wb).is_err());
+    let mut buf = vec![0u8; 4096];
+    let mut arena = Arena::new(&mut buf);
+    let mut a = QActs::new(&mut arena, ActKind::Q8, 2, 64).unwrap();
+    a.quantize(&[F32::ONE; 128]).unwrap();
+    let mut out = vec![F32::NAN; 5];
+    assert!(matmul::matmul(&Serial, &w, &a, &mut out, &mut []).is_err());
+    assert!(out.iter().all(|v| v.is_nan()));
+    let mut out = vec![F32::NAN; 6];
+    assert!(matches!(
+        matmul::matmul(&Serial, &w, &a, &mut out, &mut []),
+        Err(detllm::Error::BufferTooSmall { .. })
+    ));
+    assert!(out.iter().all(|v| v.is_nan()));
+    assert!(a.quantize(&[F32::ONE; 192]).is_err());
+}
