@@ -46,12 +46,22 @@ ensure_qemu() {
     codename=$(. /etc/os-release && echo "$VERSION_CODENAME")
     d=$(mktemp -d)
     mkdir -p "$d/lists/partial" "$d/archives/partial"
-    cat >"$d/sources.list" <<EOF
-deb http://deb.debian.org/debian $codename main
-deb http://deb.debian.org/debian $codename-updates main
-deb http://deb.debian.org/debian-security $codename-security main
-deb http://deb.debian.org/debian $codename-backports main
-EOF
+    # The machine's own Debian mirrors (read from its apt sources).
+    local main_uri sec_uri
+    main_uri=$(grep -rhE '^(URIs:|deb )' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null |
+        grep -oE 'https?://[^ ]+/debian/?$|https?://[^ ]+/debian ' | head -1 | tr -d ' ')
+    sec_uri=$(grep -rhE '^(URIs:|deb )' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null |
+        grep -oE 'https?://[^ ]+/debian-security/?' | head -1)
+    if [ -z "$main_uri" ]; then
+        echo "cannot find the machine's Debian mirror in its apt sources" >&2
+        return 1
+    fi
+    {
+        echo "deb $main_uri $codename main"
+        echo "deb $main_uri $codename-updates main"
+        [ -n "$sec_uri" ] && echo "deb $sec_uri $codename-security main"
+        echo "deb $main_uri $codename-backports main"
+    } >"$d/sources.list"
     local o=(-o "Dir::Etc::sourcelist=$d/sources.list" -o Dir::Etc::sourceparts=- -o "Dir::State::lists=$d/lists"
         -o "Dir::Cache::archives=$d/archives" -o APT::Sandbox::User=root)
     echo "installing ${pkgs[*]} from $codename-backports" >&2
