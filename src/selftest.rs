@@ -59,7 +59,7 @@ pub const SWEEP_LEN: usize = 1 << 14;
 
 /// Bytes of scratch memory the caller must pass to [`Case::run`] / [`all`]
 /// (the largest need of any case in [`CASES`]).
-pub const SCRATCH_BYTES: usize = 0;
+pub const SCRATCH_BYTES: usize = crate::model::selftest::MODEL_SCRATCH_BYTES;
 
 /// Special binary32 inputs every sweep starts with.
 pub const SPECIALS: [u32; 32] = [
@@ -388,6 +388,14 @@ pub const CASES: &[Case] = &[
     Case {
         name: "math.silu",
         run: math_silu,
+    },
+    Case {
+        name: "model.schedules",
+        run: crate::model::selftest::schedules,
+    },
+    Case {
+        name: "model.sampled",
+        run: crate::model::selftest::sampled,
     },
 ];
 

@@ -3,6 +3,7 @@
 mod config;
 mod engine;
 mod generate;
+pub mod selftest;
 pub mod synth;
 mod weights;
 

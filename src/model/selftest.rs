@@ -1,0 +1,256 @@
+//! Whole-model determinism cases for [`crate::selftest`]: a synthetic model
+//! run under several schedules, and a seeded sampled generation. No
+//! allocation: everything lives in the caller's scratch memory.
+
+use super::engine::{Engine, Entry, KvBuild, Limits};
+use super::generate::generate;
+use super::synth::{SynthSpec, synth_sizes, write_synth};
+use super::weights::Model;
+use crate::audit::hash_logits;
+use crate::gguf::File;
+use crate::kv::{ContiguousCache, KvType, PagedCache, SeqId};
+use crate::sample::{Sampler, SamplingParams, SplitMix64};
+use crate::{Arena, Error, F32, Result, Serial};
+use sha2::{Digest as _, Sha256};
+
+/// Scratch bytes the model cases need.
+pub const MODEL_SCRATCH_BYTES: usize = 1 << 20;
+
+const N_SEQS: usize = 3;
+const PROMPT_LENS: [usize; N_SEQS] = [5, 3, 7];
+const DECODE_STEPS: usize = 3;
+const MAX_PROMPT: usize = 7;
+
+/// Builds the synthetic model at the start of `scratch`; returns (model bytes, rest).
+fn model_bytes<'s>(spec: &SynthSpec, scratch: &'s mut [u8]) -> Result<(&'s [u8], &'s mut [u8])> {
+    let (s, o) = synth_sizes(spec)?;
+    if s + o > scratch.len() {
+        return Err(Error::BufferTooSmall {
+            needed: s + o,
+            available: scratch.len(),
+        });
+    }
+    let (tmp, rest) = scratch.split_at_mut(s);
+    let (out, rest) = rest.split_at_mut(o);
+    let n = write_synth(spec, tmp, out)?;
+    Ok((&out[..n], rest))
+}
+
+fn prompts(vocab: usize) -> [[u32; MAX_PROMPT]; N_SEQS] {
+    let mut rng = SplitMix64::new(0x7365_6c66_7465_7374);
+    let mut p = [[0u32; MAX_PROMPT]; N_SEQS];
+    for row in p.iter_mut() {
+        for t in row.iter_mut() {
+            *t = (rng.next_u64() % vocab as u64) as u32;
+        }
+    }
+    p
+}
+
+fn limits(page_size: usize) -> Limits {
+    Limits {
+        max_seqs: N_SEQS,
+        max_seq_len: 16,
+        max_step_tokens: 16,
+        max_logit_rows: 16,
+        kv_type: KvType::F16,
+        page_size,
+        n_pages: N_SEQS * 16,
+    }
+}
+
+/// How a schedule feeds the prompts.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Schedule {
+    /// Each sequence alone: its whole prompt, then its decode steps.
+    Sequential,
+    /// All prompts in one step, then all sequences decode together.
+    Batched,
+    /// Prompts token by token, interleaved, then decode together.
+    Chunked,
+}
+
+/// Runs one schedule; returns the per-sequence digests of every logits row
+/// (prompt positions in order, then decode steps).
+fn run<'a, K: KvBuild<'a>>(
+    bytes: &'a [u8],
+    arena_buf: &'a mut [u8],
+    page_size: usize,
+    sched: Schedule,
+) -> Result<[[u8; 32]; N_SEQS]> {
+    let file = File::parse(bytes)?;
+    let mut arena = Arena::new(arena_buf);
+    let model = Model::from_gguf(&file, bytes, &mut arena)?;
+    let vocab = model.cfg.vocab_size;
+    let mut eng = Engine::<K>::new(model, limits(page_size), &mut arena)?;
+    let p = prompts(vocab);
+    let mut h: [Sha256; N_SEQS] = [Sha256::new(), Sha256::new(), Sha256::new()];
+    let mut seqs = [None::<SeqId>; N_SEQS];
+    for s in seqs.iter_mut() {
+        *s = Some(eng.new_seq()?);
+    }
+    let seq = |i: usize| seqs[i].ok_or(Error::InvalidConfig);
+    let mut last = [0u32; N_SEQS];
+    // Prefill.
+    match sched {
+        Schedule::Sequential | Schedule::Batched => {
+            let mut entries = [None::<Entry<'_>>; N_SEQS];
+            for i in 0..N_SEQS {
+                entries[i] = Some(Entry {
+                    seq: seq(i)?,
+                    tokens: &p[i][..PROMPT_LENS[i]],
+                    all_logits: true,
+                });
+            }
+            let groups: &[&[usize]] = if sched == Schedule::Batched {
+                &[&[0, 1, 2]]
+            } else {
+                &[&[0], &[1], &[2]]
+            };
+            for g in groups {
+                let mut batch = [entries[0].ok_or(Error::InvalidConfig)?; N_SEQS];
+                for (k, &i) in g.iter().enumerate() {
+                    batch[k] = entries[i].ok_or(Error::InvalidConfig)?;
+                }
+                let logits = eng.step(&Serial, &batch[..g.len()])?;
+                let mut row = 0;
+                for &i in g.iter() {
+                    for j in 0..PROMPT_LENS[i] {
+                        let r = &logits[row * vocab..(row + 1) * vocab];
+                        hash_logits(&mut h[i], r);
+                        if j + 1 == PROMPT_LENS[i] {
+                            last[i] = crate::sample::argmax(r).ok_or(Error::InvalidConfig)?;
+                        }
+                        row += 1;
+                    }
+                }
+            }
+        }
+        Schedule::Chunked => {
+            for j in 0..MAX_PROMPT {
+                for i in 0..N_SEQS {
+                    if j < PROMPT_LENS[i] {
+                        let e = Entry {
+                            seq: seq(i)?,
+                            tokens: &p[i][j..j + 1],
+                            all_logits: true,
+                        };
+                        let r = eng.step(&Serial, &[e])?;
+                        hash_logits(&mut h[i], r);
+                        if j + 1 == PROMPT_LENS[i] {
+                            last[i] = crate::sample::argmax(r).ok_or(Error::InvalidConfig)?;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // Decode, greedy.
+    for _ in 0..DECODE_STEPS {
+        let toks = last;
+        let mut batch = [None::<Entry<'_>>; N_SEQS];
+        for i in 0..N_SEQS {
+            batch[i] = Some(Entry {
+                seq: seq(i)?,
+                tokens: &toks[i..i + 1],
+                all_logits: false,
+            });
+        }
+        if sched == Schedule::Sequential {
+            for i in 0..N_SEQS {
+                let r = eng.step(&Serial, &[batch[i].ok_or(Error::InvalidConfig)?])?;
+                hash_logits(&mut h[i], r);
+                last[i] = crate::sample::argmax(r).ok_or(Error::InvalidConfig)?;
+            }
+        } else {
+            let b = [
+                batch[0].ok_or(Error::InvalidConfig)?,
+                batch[1].ok_or(Error::InvalidConfig)?,
+                batch[2].ok_or(Error::InvalidConfig)?,
+            ];
+            let logits = eng.step(&Serial, &b)?;
+            for (i, l) in last.iter_mut().enumerate() {
+                let r = &logits[i * vocab..(i + 1) * vocab];
+                hash_logits(&mut h[i], r);
+                *l = crate::sample::argmax(r).ok_or(Error::InvalidConfig)?;
+            }
+        }
+    }
+    let mut out = [[0u8; 32]; N_SEQS];
+    for (o, hi) in out.iter_mut().zip(h) {
+        *o = hi.finalize().into();
+    }
+    Ok(out)
+}
+
+/// Per-sequence digests of `[model][schedule]`: a tiny llama and a tiny
+/// qwen2 (F16 weights, Q4_0 embedding, separate head), each run sequentially
+/// on a contiguous cache, batched on pages of 2 tokens and chunked token by
+/// token on pages of 3. All three schedules of a model must agree.
+pub fn schedule_digests(scratch: &mut [u8]) -> Result<[[[[u8; 32]; N_SEQS]; 3]; 2]> {
+    let qwen = SynthSpec {
+        arch: super::config::Arch::Qwen2,
+        weight_type: crate::quant::GgmlType::F16,
+        embd_type: crate::quant::GgmlType::Q4_0,
+        separate_output: true,
+        seed: 2,
+        ..SynthSpec::TINY
+    };
+    let mut out = [[[[0u8; 32]; N_SEQS]; 3]; 2];
+    for (m, spec) in [SynthSpec::TINY, qwen].iter().enumerate() {
+        let (bytes, rest) = model_bytes(spec, scratch)?;
+        out[m][0] = run::<ContiguousCache>(bytes, rest, 16, Schedule::Sequential)?;
+        out[m][1] = run::<PagedCache>(bytes, rest, 2, Schedule::Batched)?;
+        out[m][2] = run::<PagedCache>(bytes, rest, 3, Schedule::Chunked)?;
+    }
+    Ok(out)
+}
+
+/// SHA-256 over every digest of [`schedule_digests`], so a schedule that
+/// differs on some target changes it.
+pub fn schedules(scratch: &mut [u8]) -> Result<[u8; 32]> {
+    let all = schedule_digests(scratch)?;
+    let mut h = Sha256::new();
+    for d in all.iter().flatten().flatten() {
+        h.update(d);
+    }
+    Ok(h.finalize().into())
+}
+
+/// A seeded sampled generation on the tiny llama (temperature 0.8, top-k 20,
+/// top-p 0.9, min-p 0.02, repetition penalty 1.1, seed 7, 12 tokens): the
+/// audit chain's final digest.
+pub fn sampled(scratch: &mut [u8]) -> Result<[u8; 32]> {
+    let (bytes, rest) = model_bytes(&SynthSpec::TINY, scratch)?;
+    let file = File::parse(bytes)?;
+    let mut arena = Arena::new(rest);
+    let model = Model::from_gguf(&file, bytes, &mut arena)?;
+    let vocab = model.cfg.vocab_size;
+    let mut eng = Engine::<PagedCache>::new(model, limits(4), &mut arena)?;
+    let mut sampler = Sampler::new(&mut arena, vocab)?;
+    let params = SamplingParams {
+        temperature: F32::from_bits(0x3F4C_CCCD), // 0.8
+        top_k: 20,
+        top_p: F32::from_bits(0x3F66_6666),          // 0.9
+        min_p: F32::from_bits(0x3CA3_D70A),          // 0.02
+        repeat_penalty: F32::from_bits(0x3F8C_CCCD), // 1.1
+        penalty_last_n: 64,
+        seed: 7,
+    };
+    let p = prompts(vocab);
+    let seq = eng.new_seq()?;
+    let mut history = [0u32; 32];
+    let g = generate(
+        &mut eng,
+        &Serial,
+        &mut sampler,
+        seq,
+        &p[0][..PROMPT_LENS[0]],
+        &params,
+        12,
+        &mut history,
+        &|_| false,
+        &mut |_, _, _| {},
+    )?;
+    Ok(g.chain.digest())
+}
