@@ -2,6 +2,7 @@
 //! transcriptions of the documented formulas (elementary functions taken
 //! from detllm's own `F32::exp`/`sin_cos`/`silu`, which have their own tests),
 //! and the exact f16 attention against an i128 reference.
+#![allow(clippy::needless_range_loop)] // references mirror the written formulas
 mod common;
 
 use common::{Rng, canon, f16_finite, f16_scaled, hw, round_2m48, sw};
