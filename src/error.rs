@@ -88,11 +88,42 @@ pub enum Error {
     InvalidConfig,
     /// Text is not valid UTF-8 where UTF-8 is required.
     InvalidUtf8,
+    /// The tokenizer vocabulary is malformed or unsupported, or an input does not fit.
+    Tokenizer(crate::tokenizer::TokenizerError),
+    /// A KV position or length outside what the operation allows: writes and
+    /// `set_len` need `len ≤ pos ≤ room` (write: `pos < room`), `truncate`
+    /// needs `pos ≤ len`.
+    KvOutOfRange {
+        /// The position or length asked for.
+        pos: usize,
+        /// The sequence's committed length.
+        len: usize,
+        /// The sequence's reserved room.
+        room: usize,
+    },
+    /// A layer index past the cache's layer count.
+    KvLayerOutOfRange {
+        /// The layer asked for.
+        layer: usize,
+        /// Layers in the cache.
+        n_layers: usize,
+    },
+    /// The same sequence appears twice in one request.
+    DuplicateSequence {
+        /// The handle's slot index.
+        index: u32,
+    },
 }
 
 impl From<crate::gguf::GgufError> for Error {
     fn from(e: crate::gguf::GgufError) -> Self {
         Error::Gguf(e)
+    }
+}
+
+impl From<crate::tokenizer::TokenizerError> for Error {
+    fn from(e: crate::tokenizer::TokenizerError) -> Self {
+        Error::Tokenizer(e)
     }
 }
 
@@ -113,7 +144,7 @@ impl fmt::Display for Error {
             Error::UnsupportedType { ggml_type } => {
                 write!(f, "unsupported tensor type {ggml_type}")
             }
-            Error::Gguf(e) => write!(f, "malformed GGUF: {e:?}"),
+            Error::Gguf(e) => write!(f, "malformed GGUF: {e}"),
             Error::KvPagesExhausted { needed, free } => {
                 write!(f, "KV pages exhausted: {needed} needed, {free} free")
             }
@@ -138,6 +169,16 @@ impl fmt::Display for Error {
             Error::MissingMetadata => f.write_str("required metadata missing or mistyped"),
             Error::InvalidConfig => f.write_str("invalid configuration"),
             Error::InvalidUtf8 => f.write_str("invalid UTF-8"),
+            Error::Tokenizer(e) => write!(f, "tokenizer: {e:?}"),
+            Error::KvOutOfRange { pos, len, room } => {
+                write!(f, "KV position {pos} out of range (len {len}, room {room})")
+            }
+            Error::KvLayerOutOfRange { layer, n_layers } => {
+                write!(f, "KV layer {layer} out of range ({n_layers} layers)")
+            }
+            Error::DuplicateSequence { index } => {
+                write!(f, "sequence {index} appears twice in one request")
+            }
         }
     }
 }

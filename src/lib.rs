@@ -21,6 +21,7 @@
 extern crate std;
 
 pub mod arena;
+pub mod audit;
 pub mod error;
 pub mod float;
 pub mod gguf;
@@ -30,6 +31,8 @@ pub mod math;
 pub mod model;
 pub mod parallel;
 pub mod quant;
+pub mod sample;
+pub mod selftest;
 pub mod tokenizer;
 
 pub use arena::Arena;

@@ -5,10 +5,14 @@
 //! are honoured, and every NaN result is the canonical quiet NaN
 //! `0x7FC0_0000`.
 
+mod add;
 mod cmp;
 mod convert;
-mod ops;
+mod div;
+mod fmt;
+mod mul;
 mod pack;
+mod sqrt;
 
 pub use convert::{BF16_NAN, F16_NAN};
 pub use pack::round_pack;
@@ -147,8 +151,10 @@ impl F32 {
     }
 }
 
-impl core::fmt::Debug for F32 {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "F32({:#010x})", self.0)
+impl core::ops::Neg for F32 {
+    type Output = F32;
+    #[inline]
+    fn neg(self) -> F32 {
+        F32::neg(self)
     }
 }

@@ -1,6 +1,48 @@
-//! Final rounding shared by every operation that produces a binary32.
+//! Decoding of operands and the final rounding shared by every operation
+//! that produces a binary32.
 
-use super::F32;
+use super::{EXP_MASK, F32, SIG_MASK};
+
+/// Implicit leading significand bit of a normal number (2^23).
+pub(super) const IMPLICIT: u32 = 0x0080_0000;
+/// Magnitude mask (everything but the sign bit).
+pub(super) const ABS_MASK: u32 = 0x7FFF_FFFF;
+/// `ax.wrapping_sub(MIN_NORMAL) < NORMAL_SPAN` iff `ax` is a normal magnitude.
+pub(super) const MIN_NORMAL: u32 = 0x0080_0000;
+/// Width of the range of normal magnitudes, `0x7F80_0000 - 0x0080_0000`.
+pub(super) const NORMAL_SPAN: u32 = 0x7F00_0000;
+
+/// True when the magnitude `ax` (sign cleared) is a normal number.
+#[inline(always)]
+pub(super) fn is_normal_mag(ax: u32) -> bool {
+    ax.wrapping_sub(MIN_NORMAL) < NORMAL_SPAN
+}
+
+/// True for every NaN pattern.
+#[inline(always)]
+pub(super) fn is_nan_bits(b: u32) -> bool {
+    b & ABS_MASK > EXP_MASK
+}
+
+/// A finite non-zero value as `sig · 2^exp` with `sig < 2^24`.
+#[inline]
+pub(super) fn decode(bits: u32) -> (u32, i32) {
+    let e = ((bits & EXP_MASK) >> 23) as i32;
+    let m = bits & SIG_MASK;
+    if e == 0 {
+        (m, -149)
+    } else {
+        (m | IMPLICIT, e - 150)
+    }
+}
+
+/// Same as [`decode`] but with the significand normalised to `[2^23, 2^24)`.
+#[inline]
+pub(super) fn decode_norm(bits: u32) -> (u32, i32) {
+    let (m, e) = decode(bits);
+    let s = m.leading_zeros().saturating_sub(8);
+    (m << s, e - s as i32)
+}
 
 /// Rounds `(-1)^neg · sig · 2^exp` to the nearest binary32, ties to even.
 ///

@@ -1,1 +1,12 @@
 //! Model configuration, weights and the ragged-batch step.
+
+mod config;
+mod engine;
+mod generate;
+pub mod synth;
+mod weights;
+
+pub use config::{Arch, Config};
+pub use engine::{Engine, Entry, KvBuild, Limits};
+pub use generate::{Generated, generate};
+pub use weights::{LayerRefs, Model, TensorRef};

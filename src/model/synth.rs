@@ -1,0 +1,506 @@
+//! Deterministic synthetic models, written as real GGUF bytes.
+//!
+//! For tests, fuzzing, benchmarks and the bare-metal examples: seeded random
+//! weights for any small configuration and any weight format, so every test
+//! also exercises the GGUF reader and the weight binding. Weights are random
+//! *blocks* (random quants with small random f16 scales), not quantized
+//! floats, so no quantizer is involved. The byte stream is a pure function of
+//! the [`SynthSpec`], identical on every target.
+
+use super::config::Arch;
+use crate::gguf::{TensorSpec, Writer};
+use crate::quant::GgmlType;
+use crate::sample::SplitMix64;
+use crate::{Error, F32, Result};
+use core::fmt::Write as _;
+
+/// Most layers a synthetic model may have.
+pub const MAX_LAYERS: usize = 8;
+const MAX_TENSORS: usize = 3 + 12 * MAX_LAYERS;
+
+/// What to generate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SynthSpec {
+    /// `llama` or `qwen2` (q/k/v biases, NEOX RoPE).
+    pub arch: Arch,
+    /// Residual width.
+    pub dim: usize,
+    /// Feed-forward width.
+    pub hidden_dim: usize,
+    /// Blocks (≤ [`MAX_LAYERS`]).
+    pub n_layers: usize,
+    /// Query heads.
+    pub n_heads: usize,
+    /// Key/value heads.
+    pub n_kv_heads: usize,
+    /// RoPE dimensions per head.
+    pub n_rot: usize,
+    /// Vocabulary size.
+    pub vocab_size: usize,
+    /// Format of the per-layer matrices.
+    pub weight_type: GgmlType,
+    /// Format of the embedding (and of the head when tied).
+    pub embd_type: GgmlType,
+    /// Separate output head (else tied to the embedding).
+    pub separate_output: bool,
+    /// Seed of the weights.
+    pub seed: u64,
+}
+
+impl SynthSpec {
+    /// A tiny llama: dim 64, 2 layers, 4 heads / 2 KV heads, vocab 96, Q4_1 + Q8_0.
+    pub const TINY: SynthSpec = SynthSpec {
+        arch: Arch::Llama,
+        dim: 64,
+        hidden_dim: 128,
+        n_layers: 2,
+        n_heads: 4,
+        n_kv_heads: 2,
+        n_rot: 16,
+        vocab_size: 96,
+        weight_type: GgmlType::Q4_1,
+        embd_type: GgmlType::Q8_0,
+        separate_output: false,
+        seed: 1,
+    };
+}
+
+/// Fixed-capacity storage for tensor names.
+struct Names {
+    buf: [[u8; 40]; MAX_TENSORS],
+    len: [usize; MAX_TENSORS],
+    n: usize,
+}
+
+impl Names {
+    fn push(&mut self, layer: Option<usize>, name: &str) -> Result<usize> {
+        let i = self.n;
+        let slot = self.buf.get_mut(i).ok_or(Error::InvalidConfig)?;
+        let mut w = SliceWriter { buf: slot, len: 0 };
+        let r = match layer {
+            Some(l) => write!(w, "blk.{l}.{name}"),
+            None => w.write_str(name),
+        };
+        r.map_err(|_| Error::InvalidConfig)?;
+        self.len[i] = w.len;
+        self.n += 1;
+        Ok(i)
+    }
+
+    fn get(&self, i: usize) -> &str {
+        core::str::from_utf8(&self.buf[i][..self.len[i]]).unwrap_or("")
+    }
+}
+
+struct SliceWriter<'b> {
+    buf: &'b mut [u8],
+    len: usize,
+}
+
+impl core::fmt::Write for SliceWriter<'_> {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        let end = self.len + s.len();
+        self.buf
+            .get_mut(self.len..end)
+            .ok_or(core::fmt::Error)?
+            .copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
+/// One tensor to generate: name index, type, shape, fill.
+#[derive(Clone, Copy)]
+struct Plan {
+    name: usize,
+    ty: GgmlType,
+    ne: [u64; 2],
+    n_dims: usize,
+    fill: Fill,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fill {
+    /// Random weights.
+    Weight,
+    /// Norm weights around 1.
+    Norm,
+    /// Small biases.
+    Bias,
+}
+
+fn plans(
+    spec: &SynthSpec,
+    names: &mut Names,
+    out: &mut [Option<Plan>; MAX_TENSORS],
+) -> Result<usize> {
+    let (d, h, v) = (
+        spec.dim as u64,
+        spec.hidden_dim as u64,
+        spec.vocab_size as u64,
+    );
+    let hd = spec.dim / spec.n_heads.max(1);
+    let q = (spec.n_heads * hd) as u64;
+    let kv = (spec.n_kv_heads * hd) as u64;
+    let mut n = 0;
+    let mut add = |names: &mut Names, layer, name, ty, ne: [u64; 2], n_dims, fill| -> Result<()> {
+        let name = names.push(layer, name)?;
+        out[n] = Some(Plan {
+            name,
+            ty,
+            ne,
+            n_dims,
+            fill,
+        });
+        n += 1;
+        Ok(())
+    };
+    add(
+        names,
+        None,
+        "token_embd.weight",
+        spec.embd_type,
+        [d, v],
+        2,
+        Fill::Weight,
+    )?;
+    for l in 0..spec.n_layers {
+        let wt = spec.weight_type;
+        add(
+            names,
+            Some(l),
+            "attn_norm.weight",
+            GgmlType::F32,
+            [d, 1],
+            1,
+            Fill::Norm,
+        )?;
+        add(names, Some(l), "attn_q.weight", wt, [d, q], 2, Fill::Weight)?;
+        add(
+            names,
+            Some(l),
+            "attn_k.weight",
+            wt,
+            [d, kv],
+            2,
+            Fill::Weight,
+        )?;
+        add(
+            names,
+            Some(l),
+            "attn_v.weight",
+            wt,
+            [d, kv],
+            2,
+            Fill::Weight,
+        )?;
+        if spec.arch == Arch::Qwen2 {
+            add(
+                names,
+                Some(l),
+                "attn_q.bias",
+                GgmlType::F32,
+                [q, 1],
+                1,
+                Fill::Bias,
+            )?;
+            add(
+                names,
+                Some(l),
+                "attn_k.bias",
+                GgmlType::F32,
+                [kv, 1],
+                1,
+                Fill::Bias,
+            )?;
+            add(
+                names,
+                Some(l),
+                "attn_v.bias",
+                GgmlType::F32,
+                [kv, 1],
+                1,
+                Fill::Bias,
+            )?;
+        }
+        add(
+            names,
+            Some(l),
+            "attn_output.weight",
+            wt,
+            [q, d],
+            2,
+            Fill::Weight,
+        )?;
+        add(
+            names,
+            Some(l),
+            "ffn_norm.weight",
+            GgmlType::F32,
+            [d, 1],
+            1,
+            Fill::Norm,
+        )?;
+        add(
+            names,
+            Some(l),
+            "ffn_gate.weight",
+            wt,
+            [d, h],
+            2,
+            Fill::Weight,
+        )?;
+        add(names, Some(l), "ffn_up.weight", wt, [d, h], 2, Fill::Weight)?;
+        add(
+            names,
+            Some(l),
+            "ffn_down.weight",
+            wt,
+            [h, d],
+            2,
+            Fill::Weight,
+        )?;
+    }
+    add(
+        names,
+        None,
+        "output_norm.weight",
+        GgmlType::F32,
+        [d, 1],
+        1,
+        Fill::Norm,
+    )?;
+    if spec.separate_output {
+        add(
+            names,
+            None,
+            "output.weight",
+            spec.weight_type,
+            [d, v],
+            2,
+            Fill::Weight,
+        )?;
+    }
+    Ok(n)
+}
+
+fn tensor_bytes(p: &Plan) -> Result<usize> {
+    p.ty.row_bytes(p.ne[0] as usize)?
+        .checked_mul(p.ne[1] as usize)
+        .ok_or(Error::SizeOverflow)
+}
+
+/// f16 bits of a random scale `m · 2^-e` with m in [512, 1023], e in [e_lo, e_hi].
+fn f16_scale(rng: &mut SplitMix64, e_lo: u64, e_hi: u64, neg: bool) -> u16 {
+    let r = rng.next_u64();
+    let m = 512 + (r & 511) as i32;
+    let e = e_lo + (r >> 9) % (e_hi - e_lo + 1);
+    let v = F32::from_i128_scaled(if neg { -(m as i128) } else { m as i128 }, -(e as i32) - 10);
+    v.to_f16_bits()
+}
+
+/// Random but well-scaled contents for one tensor.
+fn fill(p: &Plan, rng: &mut SplitMix64, data: &mut [u8]) {
+    match (p.fill, p.ty) {
+        (Fill::Norm, _) => {
+            for c in data.chunks_exact_mut(4) {
+                // 1 + u/64 with u in [-8, 8): norm weights near one.
+                let u = (rng.next_u64() % 16) as i32 - 8;
+                let v = F32::ONE + F32::from_i128_scaled(u as i128, -6);
+                c.copy_from_slice(&v.to_bits().to_le_bytes());
+            }
+        }
+        (Fill::Bias, _) | (Fill::Weight, GgmlType::F32) => {
+            for c in data.chunks_exact_mut(4) {
+                let u = (rng.next_u64() % 4096) as i32 - 2048;
+                let v = F32::from_i128_scaled(u as i128, -15);
+                c.copy_from_slice(&v.to_bits().to_le_bytes());
+            }
+        }
+        (Fill::Weight, GgmlType::F16) => {
+            for c in data.chunks_exact_mut(2) {
+                let u = (rng.next_u64() % 4096) as i32 - 2048;
+                let v = F32::from_i128_scaled(u as i128, -15).to_f16_bits();
+                c.copy_from_slice(&v.to_le_bytes());
+            }
+        }
+        (Fill::Weight, GgmlType::BF16) => {
+            for c in data.chunks_exact_mut(2) {
+                let u = (rng.next_u64() % 4096) as i32 - 2048;
+                let v = F32::from_i128_scaled(u as i128, -15).to_bf16_bits();
+                c.copy_from_slice(&v.to_le_bytes());
+            }
+        }
+        (Fill::Weight, ty) => {
+            let bs = ty.type_size();
+            for block in data.chunks_exact_mut(bs) {
+                for b in block.iter_mut() {
+                    *b = rng.next_u64() as u8;
+                }
+                // Overwrite the scale fields with sane values.
+                match ty {
+                    GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => {
+                        let e = if ty == GgmlType::Q8_0 {
+                            (10, 12)
+                        } else {
+                            (7, 9)
+                        };
+                        block[0..2].copy_from_slice(&f16_scale(rng, e.0, e.1, false).to_le_bytes());
+                    }
+                    GgmlType::Q4_1 | GgmlType::Q5_1 => {
+                        block[0..2].copy_from_slice(&f16_scale(rng, 8, 10, false).to_le_bytes());
+                        // m ≈ -d·(levels/2) keeps weights centred.
+                        let levels = if ty == GgmlType::Q4_1 { 3 } else { 4 };
+                        block[2..4].copy_from_slice(
+                            &f16_scale(rng, 8 - levels, 10 - levels, true).to_le_bytes(),
+                        );
+                    }
+                    GgmlType::Q4_K => {
+                        block[0..2].copy_from_slice(&f16_scale(rng, 12, 13, false).to_le_bytes());
+                        block[2..4].copy_from_slice(&f16_scale(rng, 11, 12, false).to_le_bytes());
+                    }
+                    GgmlType::Q6_K => {
+                        for s in &mut block[192..208] {
+                            *s = (*s % 32) as i8 as u8;
+                        }
+                        block[208..210]
+                            .copy_from_slice(&f16_scale(rng, 13, 14, false).to_le_bytes());
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+/// Writes the GGUF file for `spec` into `out`, using `scratch` for the
+/// tensor data; returns the file length. [`synth_sizes`] gives both sizes.
+pub fn write_synth(spec: &SynthSpec, scratch: &mut [u8], out: &mut [u8]) -> Result<usize> {
+    if spec.n_layers == 0
+        || spec.n_layers > MAX_LAYERS
+        || spec.n_heads == 0
+        || spec.n_kv_heads == 0
+        || !spec.dim.is_multiple_of(spec.n_heads)
+        || !spec.n_heads.is_multiple_of(spec.n_kv_heads)
+    {
+        return Err(Error::InvalidConfig);
+    }
+    let mut names = Names {
+        buf: [[0; 40]; MAX_TENSORS],
+        len: [0; MAX_TENSORS],
+        n: 0,
+    };
+    let mut pl = [None; MAX_TENSORS];
+    let n = plans(spec, &mut names, &mut pl)?;
+    // Carve and fill each tensor's bytes, in order, from one generator.
+    let mut rng = SplitMix64::new(spec.seed);
+    let mut ranges = [(0usize, 0usize); MAX_TENSORS];
+    let mut at = 0usize;
+    for (i, p) in pl[..n].iter().flatten().enumerate() {
+        let len = tensor_bytes(p)?;
+        let end = at.checked_add(len).ok_or(Error::SizeOverflow)?;
+        let avail = scratch.len();
+        let dst = scratch.get_mut(at..end).ok_or(Error::BufferTooSmall {
+            needed: end,
+            available: avail,
+        })?;
+        fill(p, &mut rng, dst);
+        ranges[i] = (at, end);
+        at = end;
+    }
+    let mut specs = [None::<TensorSpec<'_>>; MAX_TENSORS];
+    let mut shapes = [[0u64; 2]; MAX_TENSORS];
+    for (i, p) in pl[..n].iter().flatten().enumerate() {
+        shapes[i] = p.ne;
+    }
+    for (i, p) in pl[..n].iter().flatten().enumerate() {
+        specs[i] = Some(TensorSpec {
+            name: names.get(p.name),
+            ty: p.ty,
+            ne: &shapes[i][..p.n_dims],
+            data: &scratch[ranges[i].0..ranges[i].1],
+        });
+    }
+    let mut list = [TensorSpec {
+        name: "",
+        ty: GgmlType::F32,
+        ne: &[],
+        data: &[],
+    }; MAX_TENSORS];
+    for (dst, s) in list.iter_mut().zip(specs.iter().flatten()) {
+        *dst = *s;
+    }
+    let hd = spec.dim / spec.n_heads;
+    let arch = match spec.arch {
+        Arch::Llama => "llama",
+        Arch::Qwen2 => "qwen2",
+    };
+    let mut kb = [0u8; 64];
+    let mut w = Writer::new(out);
+    w.add_str("general.architecture", arch)?;
+    w.add_str("general.name", "detllm-synthetic")?;
+    w.add_u32(arch_key(&mut kb, arch, "context_length")?, 4096)?;
+    w.add_u32(
+        arch_key(&mut kb, arch, "embedding_length")?,
+        spec.dim as u32,
+    )?;
+    w.add_u32(
+        arch_key(&mut kb, arch, "feed_forward_length")?,
+        spec.hidden_dim as u32,
+    )?;
+    w.add_u32(
+        arch_key(&mut kb, arch, "block_count")?,
+        spec.n_layers as u32,
+    )?;
+    w.add_u32(
+        arch_key(&mut kb, arch, "attention.head_count")?,
+        spec.n_heads as u32,
+    )?;
+    w.add_u32(
+        arch_key(&mut kb, arch, "attention.head_count_kv")?,
+        spec.n_kv_heads as u32,
+    )?;
+    w.add_u32(
+        arch_key(&mut kb, arch, "rope.dimension_count")?,
+        spec.n_rot.min(hd) as u32,
+    )?;
+    // 10000 and 1e-5 (0x3727C5AC) as binary32 bits.
+    w.add_f32(
+        arch_key(&mut kb, arch, "rope.freq_base")?,
+        F32::from_bits(0x461C_4000),
+    )?;
+    w.add_f32(
+        arch_key(&mut kb, arch, "attention.layer_norm_rms_epsilon")?,
+        F32::from_bits(0x3727_C5AC),
+    )?;
+    w.finish(&list[..n])
+}
+
+fn arch_key<'k>(buf: &'k mut [u8; 64], arch: &str, suffix: &str) -> Result<&'k str> {
+    let mut w = SliceWriter { buf, len: 0 };
+    write!(w, "{arch}.{suffix}").map_err(|_| Error::InvalidConfig)?;
+    let len = w.len;
+    core::str::from_utf8(&buf[..len]).map_err(|_| Error::InvalidUtf8)
+}
+
+/// `(scratch, out)` byte sizes [`write_synth`] needs for `spec`.
+pub fn synth_sizes(spec: &SynthSpec) -> Result<(usize, usize)> {
+    let mut names = Names {
+        buf: [[0; 40]; MAX_TENSORS],
+        len: [0; MAX_TENSORS],
+        n: 0,
+    };
+    let mut pl = [None; MAX_TENSORS];
+    let n = plans(spec, &mut names, &mut pl)?;
+    let mut total = 0usize;
+    for p in pl[..n].iter().flatten() {
+        total = total
+            .checked_add(tensor_bytes(p)?)
+            .ok_or(Error::SizeOverflow)?;
+    }
+    // The file: data (with padding) plus header and metadata, bounded generously.
+    let out = total
+        .checked_add(n * (32 + 64 + 64) + 4096)
+        .ok_or(Error::SizeOverflow)?;
+    Ok((total, out))
+}

@@ -1,0 +1,379 @@
+//! Weights bound zero-copy to the tensors of a GGUF file.
+//!
+//! The large matrices stay in the model bytes (`&'a [u8]`: an mmap on a
+//! host, flash on a microcontroller); only the small norm and bias vectors
+//! are decoded into the arena (little-endian `f32` → [`F32`]).
+
+use super::config::{Arch, Config};
+use crate::gguf::{File, TensorInfo};
+use crate::kernels::RopeStyle;
+use crate::quant::{GgmlType, QMatrix};
+use crate::{Arena, Error, F32, Result};
+use bytemuck::{Pod, Zeroable};
+use core::fmt::Write;
+
+/// Where a matrix lives in the model bytes: `(n_out, n_in)` of type `ty`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+#[repr(C)]
+pub struct TensorRef {
+    /// Byte offset of the data in the model bytes.
+    pub offset: u64,
+    /// GGML type id.
+    pub ty: u32,
+    /// Row length.
+    pub n_in: u32,
+    /// Rows.
+    pub n_out: u32,
+    _pad: u32,
+}
+
+/// The matrices of one transformer block.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+#[repr(C)]
+pub struct LayerRefs {
+    /// `(q_dim, dim)`
+    pub wq: TensorRef,
+    /// `(kv_dim, dim)`
+    pub wk: TensorRef,
+    /// `(kv_dim, dim)`
+    pub wv: TensorRef,
+    /// `(dim, q_dim)`
+    pub wo: TensorRef,
+    /// `(hidden_dim, dim)`
+    pub w_gate: TensorRef,
+    /// `(hidden_dim, dim)`
+    pub w_up: TensorRef,
+    /// `(dim, hidden_dim)`
+    pub w_down: TensorRef,
+}
+
+/// A model: configuration plus weights, borrowed from the file bytes.
+pub struct Model<'a> {
+    /// Hyper-parameters.
+    pub cfg: Config,
+    /// RoPE pairing.
+    pub rope_style: RopeStyle,
+    bytes: &'a [u8],
+    /// `(vocab_size, dim)` embedding.
+    pub token_embd: TensorRef,
+    /// `(vocab_size, dim)` output head (the embedding when tied).
+    pub output: TensorRef,
+    layers: &'a [LayerRefs], // (n_layers)
+    norms: &'a [F32],        // (n_layers, 2, dim): attn_norm, ffn_norm
+    output_norm: &'a [F32],  // (dim)
+    biases: &'a [F32],       // (n_layers, q_dim + 2 kv_dim) or empty
+}
+
+/// A tensor name such as `blk.12.attn_q.weight`, formatted on the stack.
+struct Name {
+    buf: [u8; 64],
+    len: usize,
+}
+
+impl Write for Name {
+    fn write_str(&mut self, s: &str) -> core::fmt::Result {
+        let end = self.len + s.len();
+        let dst = self.buf.get_mut(self.len..end).ok_or(core::fmt::Error)?;
+        dst.copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
+fn tensor<'a>(file: &File<'a>, layer: Option<usize>, name: &str) -> Option<TensorInfo<'a>> {
+    let mut n = Name {
+        buf: [0; 64],
+        len: 0,
+    };
+    match layer {
+        Some(l) => write!(n, "blk.{l}.{name}").ok()?,
+        None => n.write_str(name).ok()?,
+    }
+    let s = core::str::from_utf8(&n.buf[..n.len]).ok()?;
+    file.tensor(s)
+}
+
+fn key(arch: &str, suffix: &str) -> Name {
+    let mut n = Name {
+        buf: [0; 64],
+        len: 0,
+    };
+    // Arch names are short; an overlong one makes the lookup miss.
+    let _ = write!(n, "{arch}.{suffix}");
+    n
+}
+
+fn get_usize(file: &File<'_>, arch: &str, suffix: &str) -> Result<Option<usize>> {
+    let k = key(arch, suffix);
+    let k = core::str::from_utf8(&k.buf[..k.len]).map_err(|_| Error::MissingMetadata)?;
+    Ok(file.get_u64(k)?.map(|v| v as usize))
+}
+
+fn need(v: Option<usize>) -> Result<usize> {
+    v.ok_or(Error::MissingMetadata)
+}
+
+impl Config {
+    /// Reads the hyper-parameters of a `llama` or `qwen2` GGUF file.
+    pub fn from_gguf(file: &File<'_>) -> Result<Config> {
+        let arch_name = file
+            .get_str("general.architecture")?
+            .ok_or(Error::MissingMetadata)?;
+        let arch = match arch_name {
+            "llama" => Arch::Llama,
+            "qwen2" => Arch::Qwen2,
+            _ => return Err(Error::InvalidConfig),
+        };
+        let a = arch_name;
+        let dim = need(get_usize(file, a, "embedding_length")?)?;
+        let hidden_dim = need(get_usize(file, a, "feed_forward_length")?)?;
+        let n_layers = need(get_usize(file, a, "block_count")?)?;
+        let n_heads = need(get_usize(file, a, "attention.head_count")?)?;
+        let n_kv_heads = get_usize(file, a, "attention.head_count_kv")?.unwrap_or(n_heads);
+        if n_heads == 0 || dim % n_heads != 0 {
+            return Err(Error::InvalidConfig);
+        }
+        let head_dim = dim / n_heads;
+        let n_rot = get_usize(file, a, "rope.dimension_count")?.unwrap_or(head_dim);
+        let context_len = need(get_usize(file, a, "context_length")?)?;
+        let k = key(a, "rope.freq_base");
+        let rope_base = file
+            .get_f32(core::str::from_utf8(&k.buf[..k.len]).map_err(|_| Error::MissingMetadata)?)?
+            .unwrap_or(F32::from_bits(0x461C_4000)); // 10000.0
+        let k = key(a, "attention.layer_norm_rms_epsilon");
+        let eps = file
+            .get_f32(core::str::from_utf8(&k.buf[..k.len]).map_err(|_| Error::MissingMetadata)?)?
+            .ok_or(Error::MissingMetadata)?;
+        let embd = file
+            .tensor("token_embd.weight")
+            .ok_or(Error::MissingTensor)?;
+        let vocab_size = embd.ne[1] as usize;
+        let cfg = Config {
+            arch,
+            dim,
+            hidden_dim,
+            n_layers,
+            n_heads,
+            n_kv_heads,
+            head_dim,
+            n_rot,
+            vocab_size,
+            context_len,
+            rope_base,
+            eps,
+        };
+        cfg.validate()?;
+        Ok(cfg)
+    }
+}
+
+impl<'a> Model<'a> {
+    /// Arena bytes [`Model::from_gguf`] takes for `cfg`.
+    pub fn bytes_required(cfg: &Config) -> Option<usize> {
+        let biases = match cfg.arch {
+            Arch::Qwen2 => cfg.n_layers.checked_mul(cfg.q_dim() + 2 * cfg.kv_dim())?,
+            Arch::Llama => 0,
+        };
+        Arena::bytes_for::<LayerRefs>(cfg.n_layers)?
+            .checked_add(Arena::bytes_for::<F32>(
+                cfg.n_layers.checked_mul(2 * cfg.dim)?,
+            )?)?
+            .checked_add(Arena::bytes_for::<F32>(cfg.dim)?)?
+            .checked_add(Arena::bytes_for::<F32>(biases)?)
+    }
+
+    /// Binds every tensor of `file` (whose bytes are `bytes`), checking each
+    /// one's type and shape; the arena is untouched on error.
+    pub fn from_gguf(file: &File<'a>, bytes: &'a [u8], arena: &mut Arena<'a>) -> Result<Self> {
+        let cfg = Config::from_gguf(file)?;
+        let need = Self::bytes_required(&cfg).ok_or(Error::SizeOverflow)?;
+        if need > arena.remaining() {
+            return Err(Error::ArenaExhausted {
+                requested: need,
+                available: arena.remaining(),
+            });
+        }
+        let (d, q, kv, h) = (cfg.dim, cfg.q_dim(), cfg.kv_dim(), cfg.hidden_dim);
+        let mat = |layer, name, n_out: usize, n_in: usize| -> Result<TensorRef> {
+            let t = tensor(file, layer, name).ok_or(Error::MissingTensor)?;
+            matrix_ref(file, bytes, &t, n_out, n_in)
+        };
+        let token_embd = mat(None, "token_embd.weight", cfg.vocab_size, d)?;
+        let output = match tensor(file, None, "output.weight") {
+            Some(t) => matrix_ref(file, bytes, &t, cfg.vocab_size, d)?,
+            None => token_embd,
+        };
+        // Validate every layer before carving anything.
+        for l in 0..cfg.n_layers {
+            layer_refs(&mat, l, d, q, kv, h)?;
+            for name in ["attn_norm.weight", "ffn_norm.weight"] {
+                vector(file, Some(l), name, d)?;
+            }
+            if cfg.arch == Arch::Qwen2 {
+                vector(file, Some(l), "attn_q.bias", q)?;
+                vector(file, Some(l), "attn_k.bias", kv)?;
+                vector(file, Some(l), "attn_v.bias", kv)?;
+            }
+        }
+        let out_norm_t = vector(file, None, "output_norm.weight", d)?;
+
+        let layers = arena.alloc::<LayerRefs>(cfg.n_layers)?;
+        let norms = arena.alloc::<F32>(cfg.n_layers * 2 * d)?;
+        let output_norm = arena.alloc::<F32>(d)?;
+        let n_bias = if cfg.arch == Arch::Qwen2 {
+            cfg.n_layers * (q + 2 * kv)
+        } else {
+            0
+        };
+        let biases = arena.alloc::<F32>(n_bias)?;
+        for l in 0..cfg.n_layers {
+            layers[l] = layer_refs(&mat, l, d, q, kv, h)?;
+            let nl = &mut norms[l * 2 * d..(l + 1) * 2 * d];
+            decode_f32(&vector(file, Some(l), "attn_norm.weight", d)?, &mut nl[..d]);
+            decode_f32(&vector(file, Some(l), "ffn_norm.weight", d)?, &mut nl[d..]);
+            if cfg.arch == Arch::Qwen2 {
+                let b = &mut biases[l * (q + 2 * kv)..(l + 1) * (q + 2 * kv)];
+                decode_f32(&vector(file, Some(l), "attn_q.bias", q)?, &mut b[..q]);
+                decode_f32(
+                    &vector(file, Some(l), "attn_k.bias", kv)?,
+                    &mut b[q..q + kv],
+                );
+                decode_f32(&vector(file, Some(l), "attn_v.bias", kv)?, &mut b[q + kv..]);
+            }
+        }
+        decode_f32(&out_norm_t, output_norm);
+        let rope_style = match cfg.arch {
+            Arch::Llama => RopeStyle::Norm,
+            Arch::Qwen2 => RopeStyle::Neox,
+        };
+        Ok(Model {
+            cfg,
+            rope_style,
+            bytes,
+            token_embd,
+            output,
+            layers,
+            norms,
+            output_norm,
+            biases,
+        })
+    }
+
+    /// The matrix a [`TensorRef`] points at.
+    pub fn matrix(&self, r: &TensorRef) -> Result<QMatrix<'a>> {
+        let ty = GgmlType::from_u32(r.ty).ok_or(Error::UnsupportedType { ggml_type: r.ty })?;
+        let len = ty
+            .row_bytes(r.n_in as usize)?
+            .checked_mul(r.n_out as usize)
+            .ok_or(Error::SizeOverflow)?;
+        let start = usize::try_from(r.offset).map_err(|_| Error::SizeOverflow)?;
+        let end = start.checked_add(len).ok_or(Error::SizeOverflow)?;
+        let data = self.bytes.get(start..end).ok_or(Error::MissingTensor)?;
+        QMatrix::new(ty, r.n_in as usize, r.n_out as usize, data)
+    }
+
+    /// Matrices of layer `l`.
+    pub fn layer(&self, l: usize) -> Result<&LayerRefs> {
+        self.layers.get(l).ok_or(Error::InvalidConfig)
+    }
+
+    /// `(attn_norm, ffn_norm)` weights of layer `l`, `dim` each.
+    pub fn norms(&self, l: usize) -> (&[F32], &[F32]) {
+        let d = self.cfg.dim;
+        let nl = &self.norms[l * 2 * d..(l + 1) * 2 * d];
+        nl.split_at(d)
+    }
+
+    /// The final norm's weights.
+    pub fn output_norm(&self) -> &[F32] {
+        self.output_norm
+    }
+
+    /// `(bq, bk, bv)` of layer `l` (qwen2), or `None`.
+    pub fn biases(&self, l: usize) -> Option<(&[F32], &[F32], &[F32])> {
+        if self.biases.is_empty() {
+            return None;
+        }
+        let (q, kv) = (self.cfg.q_dim(), self.cfg.kv_dim());
+        let b = &self.biases[l * (q + 2 * kv)..(l + 1) * (q + 2 * kv)];
+        let (bq, rest) = b.split_at(q);
+        let (bk, bv) = rest.split_at(kv);
+        Some((bq, bk, bv))
+    }
+}
+
+fn layer_refs(
+    mat: &dyn Fn(Option<usize>, &'static str, usize, usize) -> Result<TensorRef>,
+    l: usize,
+    d: usize,
+    q: usize,
+    kv: usize,
+    h: usize,
+) -> Result<LayerRefs> {
+    Ok(LayerRefs {
+        wq: mat(Some(l), "attn_q.weight", q, d)?,
+        wk: mat(Some(l), "attn_k.weight", kv, d)?,
+        wv: mat(Some(l), "attn_v.weight", kv, d)?,
+        wo: mat(Some(l), "attn_output.weight", d, q)?,
+        w_gate: mat(Some(l), "ffn_gate.weight", h, d)?,
+        w_up: mat(Some(l), "ffn_up.weight", h, d)?,
+        w_down: mat(Some(l), "ffn_down.weight", d, h)?,
+    })
+}
+
+fn matrix_ref(
+    file: &File<'_>,
+    bytes: &[u8],
+    t: &TensorInfo<'_>,
+    n_out: usize,
+    n_in: usize,
+) -> Result<TensorRef> {
+    if t.ne[0] != n_in as u64 || t.ne[1] != n_out as u64 || t.ne[2] != 1 || t.ne[3] != 1 {
+        return Err(Error::ShapeMismatch {
+            expected: n_in,
+            found: t.ne[0] as usize,
+        });
+    }
+    let offset = file
+        .data_offset()
+        .checked_add(t.offset)
+        .ok_or(Error::SizeOverflow)?;
+    // The reader guarantees the bytes are inside the file; check anyway
+    // that `bytes` is the file the infos came from.
+    let end = offset
+        .checked_add(t.data.len() as u64)
+        .ok_or(Error::SizeOverflow)?;
+    if end > bytes.len() as u64 {
+        return Err(Error::MissingTensor);
+    }
+    let r = TensorRef {
+        offset,
+        ty: t.ty as u32,
+        n_in: u32::try_from(n_in).map_err(|_| Error::SizeOverflow)?,
+        n_out: u32::try_from(n_out).map_err(|_| Error::SizeOverflow)?,
+        _pad: 0,
+    };
+    Ok(r)
+}
+
+fn vector<'a>(
+    file: &File<'a>,
+    layer: Option<usize>,
+    name: &str,
+    n: usize,
+) -> Result<TensorInfo<'a>> {
+    let t = tensor(file, layer, name).ok_or(Error::MissingTensor)?;
+    if t.ty != GgmlType::F32 || t.ne[0] != n as u64 || t.ne[1] != 1 {
+        return Err(Error::ShapeMismatch {
+            expected: n,
+            found: t.ne[0] as usize,
+        });
+    }
+    Ok(t)
+}
+
+fn decode_f32(t: &TensorInfo<'_>, out: &mut [F32]) {
+    for (o, c) in out.iter_mut().zip(t.data.chunks_exact(4)) {
+        *o = F32::from_bits(u32::from_le_bytes([c[0], c[1], c[2], c[3]]));
+    }
+}

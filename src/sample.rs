@@ -1,0 +1,262 @@
+//! Sampling: greedy, temperature, top-k, top-p, min-p, repetition penalty,
+//! with a named PRNG, all in soft arithmetic — a seeded sampled run gives the
+//! same tokens on every target.
+//!
+//! ## The chain (fixed order, as llama.cpp's default sampler chain)
+//! 1. repetition penalty over the last `penalty_last_n` tokens of the
+//!    sequence: a logit `l > 0` becomes `l / penalty`, otherwise `l * penalty`
+//!    (each distinct token once);
+//! 2. `temperature == 0` → greedy: the largest logit, ties to the lowest id;
+//! 3. candidates sorted by (logit descending, id ascending) — a total order,
+//!    so the result does not depend on the sort algorithm;
+//! 4. top-k keeps the first `k` (0 = off);
+//! 5. top-p: softmax of the kept logits, keep the shortest prefix whose
+//!    probability sum (left to right) reaches `p` (1 = off);
+//! 6. min-p: keep candidates whose probability ≥ `min_p` × the largest (0 = off);
+//! 7. temperature: softmax of `logit / temperature` over what is kept
+//!    (`exp(l / t - max / t)`);
+//! 8. draw `u` in [0, 1) from the sequence's [`SplitMix64`], scale by the
+//!    probability sum, and take the first candidate whose running sum exceeds it.
+//!
+//! Softmax here is `e_i = exp(l_i - max)`, sum left to right from +0,
+//! `p_i = e_i * (1 / sum)` — the same formula the attention softmax uses.
+
+use crate::{Arena, Error, F32, Result};
+
+/// SplitMix64 (Steele, Lea, Flood 2014): the PRNG of the profile.
+///
+/// `state += 0x9E3779B97F4A7C15; z = state;
+///  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9; z = (z ^ (z >> 27)) * 0x94D049BB133111EB;
+///  return z ^ (z >> 31)`. Advanced exactly once per sampled token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SplitMix64 {
+    state: u64,
+}
+
+impl SplitMix64 {
+    /// A generator seeded with `seed`.
+    pub const fn new(seed: u64) -> Self {
+        SplitMix64 { state: seed }
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A uniform value in [0, 1): the top 24 bits times 2^-24 (exact).
+    pub fn next_unit(&mut self) -> F32 {
+        F32::from_i128_scaled((self.next_u64() >> 40) as i128, -24)
+    }
+}
+
+/// Sampling parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SamplingParams {
+    /// 0 means greedy.
+    pub temperature: F32,
+    /// Keep the `top_k` most likely tokens; 0 = off.
+    pub top_k: u32,
+    /// Nucleus threshold; 1 = off.
+    pub top_p: F32,
+    /// Minimum probability relative to the most likely token; 0 = off.
+    pub min_p: F32,
+    /// Repetition penalty; 1 = off.
+    pub repeat_penalty: F32,
+    /// How many of the most recent tokens the penalty looks at.
+    pub penalty_last_n: usize,
+    /// Seed of the sequence's PRNG.
+    pub seed: u64,
+}
+
+impl SamplingParams {
+    /// Greedy decoding.
+    pub const GREEDY: SamplingParams = SamplingParams {
+        temperature: F32::ZERO,
+        top_k: 0,
+        top_p: F32::ONE,
+        min_p: F32::ZERO,
+        repeat_penalty: F32::ONE,
+        penalty_last_n: 64,
+        seed: 0,
+    };
+
+    /// Rejects NaN or negative parameters.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |x: F32| x.is_nan() || x.is_sign_negative() || x.is_infinite();
+        if bad(self.temperature)
+            || bad(self.top_p)
+            || bad(self.min_p)
+            || bad(self.repeat_penalty)
+            || self.repeat_penalty.is_zero()
+        {
+            return Err(Error::InvalidConfig);
+        }
+        Ok(())
+    }
+}
+
+/// Index of the largest value, ties to the lowest index; NaN never wins
+/// unless everything is NaN (then 0). `None` for an empty slice.
+pub fn argmax(logits: &[F32]) -> Option<u32> {
+    let mut best: Option<(usize, F32)> = None;
+    for (i, &l) in logits.iter().enumerate() {
+        if l.is_nan() {
+            continue;
+        }
+        match best {
+            Some((_, b)) if !l.gt(b) => {}
+            _ => best = Some((i, l)),
+        }
+    }
+    match best {
+        Some((i, _)) => Some(i as u32),
+        None if logits.is_empty() => None,
+        None => Some(0),
+    }
+}
+
+/// Workspace and state for sampling one sequence at a time.
+pub struct Sampler<'a> {
+    ids: &'a mut [u32],
+    vals: &'a mut [F32],
+}
+
+impl<'a> Sampler<'a> {
+    /// Arena bytes a sampler for `vocab_size` needs.
+    pub const fn bytes_required(vocab_size: usize) -> Option<usize> {
+        match (
+            Arena::bytes_for::<u32>(vocab_size),
+            Arena::bytes_for::<F32>(vocab_size),
+        ) {
+            (Some(a), Some(b)) => a.checked_add(b),
+            _ => None,
+        }
+    }
+
+    /// A sampler for vocabularies up to `vocab_size`.
+    pub fn new(arena: &mut Arena<'a>, vocab_size: usize) -> Result<Self> {
+        let need = Self::bytes_required(vocab_size).ok_or(Error::SizeOverflow)?;
+        if need > arena.remaining() {
+            return Err(Error::ArenaExhausted {
+                requested: need,
+                available: arena.remaining(),
+            });
+        }
+        let ids = arena.alloc::<u32>(vocab_size)?;
+        let vals = arena.alloc::<F32>(vocab_size)?;
+        Ok(Sampler { ids, vals })
+    }
+
+    /// Picks the next token from `logits` (not modified). `recent` holds the
+    /// sequence's previous tokens (for the penalty), `rng` its generator,
+    /// advanced once unless the choice is greedy.
+    pub fn sample(
+        &mut self,
+        logits: &[F32],
+        params: &SamplingParams,
+        recent: &[u32],
+        rng: &mut SplitMix64,
+    ) -> Result<u32> {
+        params.validate()?;
+        let n = logits.len();
+        if n == 0 {
+            return Err(Error::InvalidConfig);
+        }
+        if n > self.ids.len() {
+            return Err(Error::BufferTooSmall {
+                needed: n,
+                available: self.ids.len(),
+            });
+        }
+        let vals = &mut self.vals[..n];
+        vals.copy_from_slice(logits);
+        // 1. Repetition penalty, each distinct recent token once.
+        if params.repeat_penalty != F32::ONE {
+            let window = &recent[recent.len().saturating_sub(params.penalty_last_n)..];
+            for (j, &t) in window.iter().enumerate() {
+                if (t as usize) >= n || window[..j].contains(&t) {
+                    continue;
+                }
+                let l = vals[t as usize];
+                vals[t as usize] = if l.gt(F32::ZERO) {
+                    l / params.repeat_penalty
+                } else {
+                    l * params.repeat_penalty
+                };
+            }
+        }
+        // 2. Greedy.
+        if params.temperature.is_zero() {
+            return argmax(vals).ok_or(Error::InvalidConfig);
+        }
+        // 3. Sort candidates by (logit desc, id asc); NaN logits last.
+        let ids = &mut self.ids[..n];
+        for (i, id) in ids.iter_mut().enumerate() {
+            *id = i as u32;
+        }
+        let key = |v: F32| if v.is_nan() { F32::NEG_INFINITY } else { v };
+        ids.sort_unstable_by(|&a, &b| {
+            key(vals[b as usize])
+                .total_cmp(key(vals[a as usize]))
+                .then(a.cmp(&b))
+        });
+        // 4. Top-k.
+        let mut kept = n;
+        if params.top_k > 0 {
+            kept = kept.min(params.top_k as usize);
+        }
+        // Probabilities of the kept candidates at temperature 1, in sorted order.
+        let max = key(vals[ids[0] as usize]);
+        // 5. Top-p.
+        if params.top_p.lt(F32::ONE) {
+            let sum = exp_sum(vals, &ids[..kept], max, F32::ONE);
+            let inv = F32::ONE / sum;
+            let mut cum = F32::ZERO;
+            for (j, &id) in ids[..kept].iter().enumerate() {
+                cum = cum + (key(vals[id as usize]) - max).exp() * inv;
+                if cum.ge(params.top_p) {
+                    kept = j + 1;
+                    break;
+                }
+            }
+        }
+        // 6. Min-p: p_i >= min_p * p_max  <=>  exp(l_i - max) >= min_p.
+        if params.min_p.gt(F32::ZERO) {
+            let mut m = 1;
+            while m < kept && (key(vals[ids[m] as usize]) - max).exp().ge(params.min_p) {
+                m += 1;
+            }
+            kept = m;
+        }
+        // 7–8. Temperature softmax and the draw.
+        let sum = exp_sum(vals, &ids[..kept], max, params.temperature);
+        let target = rng.next_unit() * sum;
+        let mut cum = F32::ZERO;
+        for &id in &ids[..kept] {
+            cum = cum + temp_exp(key(vals[id as usize]), max, params.temperature);
+            if cum.gt(target) {
+                return Ok(id);
+            }
+        }
+        Ok(ids[kept - 1])
+    }
+}
+
+/// `exp(l / t - max / t)` (llama.cpp divides the logits by the temperature,
+/// then takes the softmax).
+fn temp_exp(l: F32, max: F32, t: F32) -> F32 {
+    (l / t - max / t).exp()
+}
+
+/// Σ exp((l_i - max) / t) over `ids`, left to right from +0.
+fn exp_sum(vals: &[F32], ids: &[u32], max: F32, t: F32) -> F32 {
+    let key = |v: F32| if v.is_nan() { F32::NEG_INFINITY } else { v };
+    ids.iter().fold(F32::ZERO, |acc, &id| {
+        acc + temp_exp(key(vals[id as usize]), max, t)
+    })
+}

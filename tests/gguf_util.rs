@@ -1,0 +1,197 @@
+//! Helpers shared by the GGUF tests (included with `#[path]`; as a test
+//! target of its own it only checks the helpers).
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+/// The real model: `$DETLLM_MODEL`, else the cache path that
+/// `scripts/fetch-model.sh` fills. `None` (with a notice) if absent.
+pub fn model_path() -> Option<PathBuf> {
+    let p = match std::env::var_os("DETLLM_MODEL") {
+        Some(p) => PathBuf::from(p),
+        None => cache_dir()?.join("SmolLM2-135M-Instruct.Q4_1.gguf"),
+    };
+    if p.is_file() {
+        Some(p)
+    } else {
+        eprintln!(
+            "NOTICE: real model not found at {} (run scripts/fetch-model.sh); skipping",
+            p.display()
+        );
+        None
+    }
+}
+
+/// The tiny llama written by gguf-py (`scripts/make-fixtures.sh`):
+/// `$DETLLM_TINY_GGUF`, else `<cache>/tiny-llama.gguf`.
+pub fn tiny_path() -> Option<PathBuf> {
+    let p = match std::env::var_os("DETLLM_TINY_GGUF") {
+        Some(p) => PathBuf::from(p),
+        None => cache_dir()?.join("tiny-llama.gguf"),
+    };
+    if p.is_file() {
+        Some(p)
+    } else {
+        eprintln!(
+            "NOTICE: tiny gguf-py model not found at {} (run scripts/make-fixtures.sh); skipping",
+            p.display()
+        );
+        None
+    }
+}
+
+fn cache_dir() -> Option<PathBuf> {
+    match std::env::var_os("XDG_CACHE_HOME") {
+        Some(x) if !x.is_empty() => Some(PathBuf::from(x).join("detllm")),
+        _ => Some(PathBuf::from(std::env::var_os("HOME")?).join(".cache/detllm")),
+    }
+}
+
+/// A test data file from `tests/data`.
+pub fn data(name: &str) -> Vec<u8> {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name);
+    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// One line of a gguf-py manifest (`scripts/gguf_fixtures.py manifest`).
+#[derive(Debug, PartialEq)]
+pub enum Entry {
+    Kv {
+        key: String,
+        ty: u32,
+        array: Option<(u32, usize)>,
+    },
+    Tensor {
+        name: String,
+        ty: u32,
+        ne: Vec<u64>,
+        abs_offset: u64,
+        n_bytes: u64,
+    },
+}
+
+pub fn manifest(name: &str) -> Vec<Entry> {
+    let text = String::from_utf8(data(name)).unwrap();
+    text.lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            match f[0] {
+                "kv" => Entry::Kv {
+                    key: f[1].to_string(),
+                    ty: f[2].parse().unwrap(),
+                    array: (f[3] != "-").then(|| (f[3].parse().unwrap(), f[4].parse().unwrap())),
+                },
+                "tensor" => Entry::Tensor {
+                    name: f[1].to_string(),
+                    ty: f[2].parse().unwrap(),
+                    ne: f[3].split(',').map(|d| d.parse().unwrap()).collect(),
+                    abs_offset: f[4].parse().unwrap(),
+                    n_bytes: f[5].parse().unwrap(),
+                },
+                _ => panic!("bad manifest line {l}"),
+            }
+        })
+        .collect()
+}
+
+/// What detllm's reader sees, in the manifest's form.
+pub fn entries(f: &detllm::gguf::File<'_>) -> Vec<Entry> {
+    let mut out = Vec::new();
+    for (k, v) in f.kvs() {
+        out.push(Entry::Kv {
+            key: String::from_utf8(k.to_vec()).unwrap(),
+            ty: v.ty() as u32,
+            array: match v {
+                detllm::gguf::Value::Array(a) => Some((a.elem_type() as u32, a.len())),
+                _ => None,
+            },
+        });
+    }
+    let base = f.bytes().as_ptr() as usize;
+    for t in f.tensors() {
+        let abs = t.data.as_ptr() as usize - base;
+        assert_eq!(abs as u64, f.data_offset() + t.offset);
+        out.push(Entry::Tensor {
+            name: t.name_str().to_string(),
+            ty: t.ty as u32,
+            ne: t.ne[..t.n_dims as usize].to_vec(),
+            abs_offset: abs as u64,
+            n_bytes: t.data.len() as u64,
+        });
+    }
+    out
+}
+
+/// A little-endian byte builder for crafting (possibly invalid) files.
+#[derive(Clone, Default)]
+pub struct Raw(pub Vec<u8>);
+
+impl Raw {
+    pub fn new() -> Self {
+        Raw(Vec::new())
+    }
+    pub fn header(version: u32, n_tensors: u64, n_kv: u64) -> Self {
+        let mut r = Raw::new();
+        r.bytes(b"GGUF").u32(version).u64(n_tensors).u64(n_kv);
+        r
+    }
+    pub fn bytes(&mut self, b: &[u8]) -> &mut Self {
+        self.0.extend_from_slice(b);
+        self
+    }
+    pub fn u8(&mut self, v: u8) -> &mut Self {
+        self.bytes(&[v])
+    }
+    pub fn u32(&mut self, v: u32) -> &mut Self {
+        self.bytes(&v.to_le_bytes())
+    }
+    pub fn u64(&mut self, v: u64) -> &mut Self {
+        self.bytes(&v.to_le_bytes())
+    }
+    pub fn str(&mut self, s: &[u8]) -> &mut Self {
+        self.u64(s.len() as u64).bytes(s)
+    }
+    /// A key/value pair: key, type id, then `value` bytes.
+    pub fn kv(&mut self, key: &[u8], ty: u32, value: &[u8]) -> &mut Self {
+        self.str(key).u32(ty).bytes(value)
+    }
+    pub fn kv_u32(&mut self, key: &[u8], v: u32) -> &mut Self {
+        self.kv(key, 4, &v.to_le_bytes())
+    }
+    /// A tensor info record.
+    pub fn info(&mut self, name: &[u8], ne: &[u64], ty: u32, offset: u64) -> &mut Self {
+        self.str(name).u32(ne.len() as u32);
+        for &d in ne {
+            self.u64(d);
+        }
+        self.u32(ty).u64(offset)
+    }
+    pub fn pad_to(&mut self, align: usize) -> &mut Self {
+        while !self.0.len().is_multiple_of(align) {
+            self.0.push(0);
+        }
+        self
+    }
+    pub fn zeros(&mut self, n: usize) -> &mut Self {
+        self.0.resize(self.0.len() + n, 0);
+        self
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+#[test]
+fn raw_builder_writes_little_endian() {
+    let mut r = Raw::header(3, 0, 1);
+    r.kv_u32(b"k", 0x0102_0304);
+    assert_eq!(&r.0[..8], b"GGUF\x03\x00\x00\x00");
+    assert_eq!(&r.0[r.len() - 4..], &[4, 3, 2, 1]);
+    let f = detllm::gguf::File::parse(&r.0).unwrap();
+    assert_eq!(f.get_u32("k"), Ok(Some(0x0102_0304)));
+}
