@@ -277,6 +277,7 @@ pub(crate) type FusedFn = fn(
 
 /// How a group is computed.
 #[derive(Clone, Copy)]
+#[cfg_attr(not(all(feature = "std", target_arch = "x86_64")), allow(dead_code))]
 enum Kernel {
     Split(DecodeFn, ChunkFn),
     Fused(FusedFn),
