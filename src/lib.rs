@@ -32,6 +32,7 @@ pub mod model;
 pub mod parallel;
 pub mod quant;
 pub mod sample;
+pub mod selftest;
 pub mod tokenizer;
 
 pub use arena::Arena;

@@ -192,6 +192,10 @@ impl F32 {
         if !self.is_finite() {
             return if self.is_nan() { F32::NAN } else { self };
         }
+        // |x| >= 2^23 (biased exponent >= 150) is already an integer.
+        if (self.0 & EXP_MASK) >> 23 >= 150 {
+            return self;
+        }
         let (neg, int, frac, _) = self.split_int();
         let int = if frac != core::cmp::Ordering::Less {
             int + 1

@@ -52,8 +52,9 @@ pub struct PagedView<'s> {
     table: &'s [u32], // the sequence's held pages
     kv_dim: usize,
     page_size: usize,
-    page_rows: usize, // rows per page: n_layers * 2 * page_size
-    k_off: usize,     // row offset of (layer, K, 0) inside a page
+    page_shift: Option<u32>, // log2(page_size) when it is a power of two
+    page_rows: usize,        // rows per page: n_layers * 2 * page_size
+    k_off: usize,            // row offset of (layer, K, 0) inside a page
     room: usize,
 }
 
@@ -63,11 +64,15 @@ impl PagedView<'_> {
         if pos >= self.room {
             return self.rows.empty();
         }
-        match self.table.get(pos / self.page_size) {
-            Some(&p) => self.rows.row(
-                p as usize * self.page_rows + off + pos % self.page_size,
-                self.kv_dim,
-            ),
+        // (page index, offset): a shift and a mask for power-of-two page sizes.
+        let (j, o) = match self.page_shift {
+            Some(sh) => (pos >> sh, pos & (self.page_size - 1)),
+            None => (pos / self.page_size, pos % self.page_size),
+        };
+        match self.table.get(j) {
+            Some(&p) => self
+                .rows
+                .row(p as usize * self.page_rows + off + o, self.kv_dim),
             None => self.rows.empty(),
         }
     }
@@ -495,6 +500,11 @@ impl<'a> KvStore for PagedCache<'a> {
             table: self.table(seq.index as usize, self.held(s.room)),
             kv_dim: self.cfg.kv_dim,
             page_size: self.cfg.page_size,
+            page_shift: self
+                .cfg
+                .page_size
+                .is_power_of_two()
+                .then(|| self.cfg.page_size.trailing_zeros()),
             page_rows: self.page_rows(),
             k_off: layer * 2 * self.cfg.page_size,
             room: s.room,

@@ -36,7 +36,10 @@ pub fn generate<'a, K: KvBuild<'a>, P: Parallel>(
     on_step: &mut dyn FnMut(usize, u32, &[u8; 32]),
 ) -> Result<Generated> {
     params.validate()?;
-    let total = prompt.len().checked_add(max_tokens).ok_or(Error::SizeOverflow)?;
+    let total = prompt
+        .len()
+        .checked_add(max_tokens)
+        .ok_or(Error::SizeOverflow)?;
     if prompt.is_empty() {
         return Err(Error::InvalidConfig);
     }
@@ -56,7 +59,14 @@ pub fn generate<'a, K: KvBuild<'a>, P: Parallel>(
     let mut chunks = prompt.chunks(chunk).peekable();
     let mut n = 0;
     while let Some(c) = chunks.next() {
-        let logits = engine.step(par, &[Entry { seq, tokens: c, all_logits: false }])?;
+        let logits = engine.step(
+            par,
+            &[Entry {
+                seq,
+                tokens: c,
+                all_logits: false,
+            }],
+        )?;
         if chunks.peek().is_none() {
             if max_tokens == 0 {
                 break;
@@ -72,7 +82,14 @@ pub fn generate<'a, K: KvBuild<'a>, P: Parallel>(
     }
     while n > 0 && n < max_tokens && !is_eog(history[n_hist - 1]) {
         let last = history[n_hist - 1];
-        let logits = engine.step(par, &[Entry { seq, tokens: &[last], all_logits: false }])?;
+        let logits = engine.step(
+            par,
+            &[Entry {
+                seq,
+                tokens: &[last],
+                all_logits: false,
+            }],
+        )?;
         let row = logits.get(..vocab).ok_or(Error::InvalidConfig)?;
         let tok = sampler.sample(row, params, &history[..n_hist], &mut rng)?;
         let d = chain.step(row, tok);

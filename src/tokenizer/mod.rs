@@ -203,6 +203,8 @@ pub struct Tokenizer<'a> {
     vocab: vocab::Vocab<'a>,
     /// (n_merges_unique, 4): `[left_id, right_id, result_id, rank]`, sorted by (left, right). BPE only.
     merges: &'a [[u32; 4]],
+    /// (n_vocab + 1,) for BPE: `merges[by_left[l]..by_left[l + 1]]` start with left id `l`.
+    merges_by_left: &'a [u32],
     /// Byte → id of its byte-level character (BPE) or of `<0xXX>` / the 1-byte token (SPM); NONE if absent.
     byte_token: [u32; 256],
     /// Special-token ids (control, user-defined, unknown), longest text first.
@@ -230,7 +232,9 @@ impl<'a> Tokenizer<'a> {
             Arena::bytes_for::<u8>(n_vocab),        // attributes
             Arena::bytes_for::<u32>(n_vocab),       // scores
             Arena::bytes_for::<u32>(n_vocab),       // sorted index
+            Arena::bytes_for::<u64>(n_vocab),       // prefix keys
             Arena::bytes_for::<[u32; 4]>(n_merges), // merge table
+            Arena::bytes_for::<u32>(n_vocab.saturating_add(1)), // merges by left id
             Arena::bytes_for::<[u32; 2]>(n_vocab),  // piece spans
             Arena::bytes_for::<u8>(token_bytes),    // piece bytes
             Arena::bytes_for::<u32>(n_vocab),       // special list

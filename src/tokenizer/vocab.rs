@@ -86,6 +86,11 @@ pub(crate) struct Vocab<'a> {
     spans: &'a [[u32; 2]],
     /// (n_vocab,): ids sorted by text.
     sorted: &'a [u32],
+    /// (n_vocab,): first 8 text bytes of `sorted[i]`, big-endian, zero-padded:
+    /// most binary-search probes compare these without touching the texts.
+    keys: &'a [u64],
+    /// (257,): `sorted[bucket[b]..bucket[b + 1]]` are the ids whose text starts with byte `b`.
+    bucket: [u32; 257],
     /// (n_vocab,): attribute bits.
     attrs: &'a [u8],
     /// (n_vocab,) for SPM, empty for BPE: scores as order-preserving keys.
@@ -124,20 +129,36 @@ impl<'a> Vocab<'a> {
 
     /// The id whose text is `text`.
     pub(crate) fn find(&self, text: &[u8]) -> Option<u32> {
-        let i = self
-            .sorted
-            .binary_search_by(|&id| self.text_or_empty(id).cmp(text))
-            .ok()?;
-        self.sorted.get(i).copied()
+        let qk = prefix_key(text, &[]);
+        self.search(*text.first()?, qk, |t| t.cmp(text))
+    }
+
+    /// Binary search in the bucket of `first` for the text `cmp` accepts,
+    /// comparing prefix keys first. `cmp(t)` orders a vocabulary text `t`
+    /// against the query; `qk` is the query's prefix key.
+    #[inline]
+    fn search(&self, first: u8, qk: u64, cmp: impl Fn(&[u8]) -> Ordering) -> Option<u32> {
+        let mut lo = self.bucket[first as usize] as usize;
+        let mut hi = self.bucket[first as usize + 1] as usize;
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let k = *self.keys.get(mid)?;
+            let id = *self.sorted.get(mid)?;
+            // Keys order like the texts whenever they differ.
+            let o = k.cmp(&qk).then_with(|| cmp(self.text_or_empty(id)));
+            match o {
+                Ordering::Less => lo = mid + 1,
+                Ordering::Greater => hi = mid,
+                Ordering::Equal => return Some(id),
+            }
+        }
+        None
     }
 
     /// The id whose text is `a` followed by `b`.
     fn find_concat(&self, a: &[u8], b: &[u8]) -> Option<u32> {
-        let i = self
-            .sorted
-            .binary_search_by(|&id| cmp_concat(self.text_or_empty(id), a, b))
-            .ok()?;
-        self.sorted.get(i).copied()
+        let first = *a.first().or(b.first())?;
+        self.search(first, prefix_key(a, b), |t| cmp_concat(t, a, b))
     }
 
     pub(crate) fn piece(&self, id: u32, special: bool) -> Option<&'a [u8]> {
@@ -153,6 +174,17 @@ impl<'a> Vocab<'a> {
     pub(crate) fn max_piece_len(&self) -> usize {
         self.max_piece_len
     }
+}
+
+/// The first 8 bytes of `a ++ b`, big-endian, zero-padded. For two texts
+/// whose keys differ, the keys order like the texts (a shorter text padded
+/// with 0 sorts first, as a prefix does).
+fn prefix_key(a: &[u8], b: &[u8]) -> u64 {
+    let mut k = [0u8; 8];
+    for (slot, &x) in k.iter_mut().zip(a.iter().chain(b)) {
+        *slot = x;
+    }
+    u64::from_be_bytes(k)
 }
 
 /// `t` compared with the concatenation `a ++ b`.
@@ -385,10 +417,25 @@ pub(crate) fn build<'a, S: VocabSource<'a>>(
         }
     }
     let sorted: &'a [u32] = sorted;
+    // First-byte buckets (texts are non-empty).
+    let mut bucket = [0u32; 257];
+    for (b, slot) in bucket.iter_mut().enumerate() {
+        *slot = sorted
+            .partition_point(|&id| text_of(id).first().is_some_and(|&f| usize::from(f) < b))
+            as u32;
+    }
+    bucket[256] = sorted.len() as u32;
+    let keys: &'a mut [u64] = arena.alloc(n)?;
+    for (k, &id) in keys.iter_mut().zip(sorted) {
+        *k = prefix_key(text_of(id), &[]);
+    }
+    let keys: &'a [u64] = keys;
     let mut vocab = Vocab {
         base,
         spans,
         sorted,
+        keys,
+        bucket,
         attrs: &[],
         scores,
         pieces: &[],
@@ -555,11 +602,24 @@ pub(crate) fn build<'a, S: VocabSource<'a>>(
         let table: &'a [[u32; 4]] = table;
         table.get(..w).unwrap_or(&[])
     };
+    // (n_vocab + 1,): merges[by_left[l]..by_left[l + 1]] have left id l.
+    let by_left: &'a mut [u32] = arena.alloc(if is_spm { 0 } else { n + 1 })?;
+    if !is_spm {
+        let mut m = 0usize;
+        for (l, slot) in by_left.iter_mut().enumerate() {
+            while merges.get(m).is_some_and(|e| (e[0] as usize) < l) {
+                m += 1;
+            }
+            *slot = m as u32;
+        }
+    }
+    let merges_by_left: &'a [u32] = by_left;
 
     Ok(Tokenizer {
         model,
         vocab,
         merges,
+        merges_by_left,
         byte_token,
         specials,
         bos,
@@ -587,9 +647,14 @@ impl<'a> Tokenizer<'a> {
 
     /// The merge entry `[left, right, result, rank]` for a pair of ids.
     pub(crate) fn merge_index(&self, left: u32, right: u32) -> Option<usize> {
-        self.merges
-            .binary_search_by(|m| (m[0], m[1]).cmp(&(left, right)))
-            .ok()
+        let lo = *self.merges_by_left.get(left as usize)? as usize;
+        let hi = *self.merges_by_left.get(left as usize + 1)? as usize;
+        let i = self
+            .merges
+            .get(lo..hi)?
+            .binary_search_by(|m| m[1].cmp(&right))
+            .ok()?;
+        Some(lo + i)
     }
 
     pub(crate) fn merge(&self, idx: u32) -> Option<[u32; 4]> {
@@ -697,5 +762,44 @@ impl<'a> VocabSource<'a> for SliceVocab<'a, '_> {
         self.scores
             .and_then(|t| t.get(i).copied())
             .ok_or(Error::MissingMetadata)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefix_keys_order_like_texts() {
+        let texts: [&[u8]; 12] = [
+            b"",
+            b"\0",
+            b"\0\0",
+            b"a",
+            b"a\0",
+            b"a\0b",
+            b"ab",
+            b"abcdefgh",
+            b"abcdefghi",
+            b"abcdefgh\0",
+            b"b",
+            b"\xff\xff\xff\xff\xff\xff\xff\xff\xff",
+        ];
+        for x in texts {
+            for y in texts {
+                let (kx, ky) = (prefix_key(x, &[]), prefix_key(y, &[]));
+                if kx != ky {
+                    assert_eq!(kx.cmp(&ky), x.cmp(y), "{x:?} {y:?}");
+                }
+                // Split anywhere: the key of a ++ b is the key of the concatenation.
+                for i in 0..=x.len() {
+                    assert_eq!(prefix_key(&x[..i], &x[i..]), kx);
+                    assert_eq!(cmp_concat(y, &x[..i], &x[i..]), y.cmp(x));
+                }
+            }
+        }
+        assert_eq!(score_key(0x8000_0000), score_key(0));
+        assert!(score_key(0xBF80_0000) < score_key(0x8000_0001)); // -1 < -tiny
+        assert!(score_key(0x3F80_0000) > score_key(0x0000_0001)); // 1 > tiny
     }
 }
