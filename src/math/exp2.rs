@@ -40,9 +40,9 @@ pub(super) fn pow2_parts(k: i32, f: u128, f_err_q127: u128) -> F32 {
 /// Fast path of [`pow2_parts`]: `None` when its rounding test fails.
 #[inline]
 pub(super) fn pow2_fast(k: i32, f: u128, f_err_q127: u128) -> Option<F32> {
-    let f64q = (f >> 64) as u64;
-    let i = (f64q >> 58) as usize & 63;
-    let g = f64q & ((1u64 << 58) - 1); // < 2^-6 in Q0.64
+    let f_q64 = (f >> 64) as u64;
+    let i = (f_q64 >> 58) as usize & 63;
+    let g = f_q64 & ((1u64 << 58) - 1); // < 2^-6 in Q0.64
     let h = mul64(g, LN2_Q64);
     let mut a = INV_FACT_Q64[7];
     let mut n = 6;
