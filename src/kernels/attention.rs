@@ -74,6 +74,27 @@ pub fn attention<K: KvRead + ?Sized>(
         }
     }
     let group = n_head / n_kv_head;
+    // F16 caches: the heads that share a KV head are done together, so each
+    // cached row is decoded once per group (needs `group · n_ctx` scores).
+    if f16 == Some(true) && group <= MAX_GROUP && scores.len() >= group * n_ctx {
+        for (g, (qg, og)) in q
+            .chunks_exact(group * head_dim)
+            .zip(out.chunks_exact_mut(group * head_dim))
+            .enumerate()
+        {
+            group_f16(
+                qg,
+                kv,
+                g * head_dim,
+                n_ctx,
+                (group, head_dim),
+                scale,
+                &mut scores[..group * n_ctx],
+                og,
+            )?;
+        }
+        return Ok(());
+    }
     let scores = &mut scores[..n_ctx];
     for (h, (qh, oh)) in q
         .chunks_exact(head_dim)
@@ -85,6 +106,114 @@ pub fn attention<K: KvRead + ?Sized>(
             head_f16(qh, kv, k0, scale, scores, oh)?;
         } else {
             head_f32(qh, kv, k0, scale, scores, oh)?;
+        }
+    }
+    Ok(())
+}
+
+/// Most query heads per KV head the grouped f16 path handles.
+pub const MAX_GROUP: usize = 4;
+
+/// The `group` heads `qg` (group, head_dim) that share the KV head at column
+/// `k0`, over an F16 cache: the same exact arithmetic as [`head_f16`] for
+/// each head (so the same bits), with each K and V row split once.
+#[allow(clippy::too_many_arguments)]
+fn group_f16<K: KvRead + ?Sized>(
+    qg: &[F32],
+    kv: &K,
+    k0: usize,
+    n_ctx: usize,
+    (group, hd): (usize, usize),
+    scale: F32,
+    scores: &mut [F32], // (group, n_ctx)
+    og: &mut [F32],     // (group, head_dim)
+) -> Result<()> {
+    // q of every head rounded to f16 and split once.
+    let mut qv = [[0i32; MAX_HEAD_DIM]; MAX_GROUP];
+    let mut qa = [[0u32; MAX_HEAD_DIM]; MAX_GROUP];
+    let mut q_bad = [false; MAX_GROUP];
+    for (gi, qh) in qg.chunks_exact(hd).enumerate() {
+        for (d, &x) in qh.iter().enumerate() {
+            let hbits = x.to_f16_bits();
+            q_bad[gi] |= f16_nonfinite(hbits);
+            (qv[gi][d], qa[gi][d]) = f16_split(hbits);
+        }
+    }
+    let mut rv = [0i32; MAX_HEAD_DIM];
+    let mut ra = [0u32; MAX_HEAD_DIM];
+    for t in 0..n_ctx {
+        let KvSlice::F16(k) = kv.k(t) else {
+            return Err(Error::InvalidConfig);
+        };
+        let k = k.get(k0..k0 + hd).ok_or(Error::InvalidConfig)?;
+        let mut k_bad = false;
+        for ((&kb, v), a) in k.iter().zip(rv.iter_mut()).zip(ra.iter_mut()) {
+            (*v, *a) = f16_split(kb);
+            k_bad |= f16_nonfinite(kb);
+        }
+        for gi in 0..group {
+            let (mut b0, mut b1, mut b2) = (0i64, 0i64, 0i64);
+            for d in 0..hd {
+                let prod = qv[gi][d] as i64 * rv[d] as i64;
+                let c = qa[gi][d] + ra[d];
+                b0 += if c == 0 { prod } else { 0 };
+                b1 += if c == 1 { prod } else { 0 };
+                b2 += if c == 2 { prod } else { 0 };
+            }
+            let mut acc = ExactAcc {
+                sum: 0,
+                nonfinite: q_bad[gi] | k_bad,
+            };
+            acc.add_shifted(b0, 0);
+            acc.add_shifted(b1, 15);
+            acc.add_shifted(b2, 30);
+            scores[gi * n_ctx + t] = acc.finish();
+        }
+    }
+    if n_ctx > 0 {
+        for sh in scores.chunks_exact_mut(n_ctx) {
+            softmax(sh, scale, n_ctx)?;
+        }
+    }
+    // out_h[d] = Σ_t p_h,t · v_t[d]: per head three i64 class sums per d,
+    // flushed into i128 every F16_FLUSH positions (as head_f16).
+    let mut b = [[[0i64; MAX_HEAD_DIM]; 3]; MAX_GROUP];
+    let mut wide = [[ExactAcc::default(); MAX_HEAD_DIM]; MAX_GROUP];
+    let mut bad = [false; MAX_GROUP];
+    for t in 0..n_ctx {
+        let KvSlice::F16(v) = kv.v(t) else {
+            return Err(Error::InvalidConfig);
+        };
+        let v = v.get(k0..k0 + hd).ok_or(Error::InvalidConfig)?;
+        let mut v_bad = false;
+        for ((&vb, x), a) in v.iter().zip(rv.iter_mut()).zip(ra.iter_mut()) {
+            (*x, *a) = f16_split(vb);
+            v_bad |= f16_nonfinite(vb);
+        }
+        for gi in 0..group {
+            let pb = scores[gi * n_ctx + t].to_f16_bits();
+            bad[gi] |= v_bad | f16_nonfinite(pb);
+            let (pv, pa) = f16_split(pb);
+            let bg = &mut b[gi];
+            for d in 0..hd {
+                let prod = pv as i64 * rv[d] as i64;
+                let c = pa + ra[d];
+                bg[0][d] += if c == 0 { prod } else { 0 };
+                bg[1][d] += if c == 1 { prod } else { 0 };
+                bg[2][d] += if c == 2 { prod } else { 0 };
+            }
+        }
+        if (t + 1) % F16_FLUSH == 0 {
+            for gi in 0..group {
+                flush(&mut b[gi], &mut wide[gi], hd);
+            }
+        }
+    }
+    for (gi, oh) in og.chunks_exact_mut(hd).enumerate() {
+        flush(&mut b[gi], &mut wide[gi], hd);
+        for (o, w) in oh.iter_mut().zip(wide[gi].iter_mut()) {
+            w.nonfinite |= bad[gi];
+            *o = w.finish();
         }
     }
     Ok(())

@@ -209,7 +209,7 @@ impl Sizes {
                 t.checked_mul(q)?,
                 t.checked_mul(kv)?,
                 t.checked_mul(kv)?,
-                t.checked_mul(q.checked_add(lim.max_seq_len)?)?,
+                t.checked_mul(q.checked_add(lim.max_seq_len.checked_mul(attn_group(cfg))?)?)?,
                 t.checked_mul(q)?,
                 t.checked_mul(d)?,
                 t.checked_mul(h)?,
@@ -542,7 +542,7 @@ impl<'a, K: KvBuild<'a>> Engine<'a, K> {
                 )?;
             }
             // Attention, one row per chunk: (out q_dim | scores max_seq_len).
-            let ws = qd + self.lim.max_seq_len;
+            let ws = qd + self.lim.max_seq_len * attn_group(&cfg);
             {
                 let kv = &self.kv;
                 let q = &*self.q;
@@ -650,6 +650,12 @@ impl<'a, K: KvBuild<'a>> Engine<'a, K> {
         }
         Ok(&self.logits[..n_out * vocab])
     }
+}
+
+/// Query heads per KV head that attention processes together (its scores
+/// buffer holds that many rows of `max_seq_len`).
+fn attn_group(cfg: &Config) -> usize {
+    (cfg.n_heads / cfg.n_kv_heads.max(1)).clamp(1, kernels::attention::MAX_GROUP)
 }
 
 /// Largest `n_out` of the per-layer matrices.
