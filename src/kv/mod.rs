@@ -33,7 +33,7 @@
 //!
 //! [`SeqId`] is a slot index plus a generation; freeing a sequence bumps its
 //! slot's generation, so a stale handle is rejected with
-//! [`Error::UnknownSequence`](crate::Error::UnknownSequence). Generations wrap
+//! [`Error::UnknownSequence`]. Generations wrap
 //! after 2^32 reuses of one slot. A handle from another cache with a valid
 //! index and generation is not detected.
 
