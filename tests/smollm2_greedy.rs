@@ -84,16 +84,15 @@ fn run_batch<P: Parallel>(bytes: &[u8], prompts: &[Vec<u32>], par: &P) -> Vec<Ru
         })
         .collect();
     let mut next: Vec<u32> = vec![0; prompts.len()];
-    let mut take =
-        |i: usize, row: &[detllm::F32], runs: &mut Vec<Run>, hashers: &mut Vec<Sha256>| {
-            hash_logits(&mut hashers[i], row);
-            let t = argmax(row).unwrap();
-            let mut v: Vec<f32> = row.iter().map(|x| f32::from_bits(x.to_bits())).collect();
-            v.sort_by(|a, b| b.total_cmp(a));
-            runs[i].margins.push(v[0] - v[1]);
-            runs[i].ids.push(t);
-            t
-        };
+    let take = |i: usize, row: &[detllm::F32], runs: &mut Vec<Run>, hashers: &mut Vec<Sha256>| {
+        hash_logits(&mut hashers[i], row);
+        let t = argmax(row).unwrap();
+        let mut v: Vec<f32> = row.iter().map(|x| f32::from_bits(x.to_bits())).collect();
+        v.sort_by(|a, b| b.total_cmp(a));
+        runs[i].margins.push(v[0] - v[1]);
+        runs[i].ids.push(t);
+        t
+    };
     let entries: Vec<Entry> = seqs
         .iter()
         .zip(prompts)
