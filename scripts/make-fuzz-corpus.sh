@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Seed corpus for the gguf_parse fuzz target: small valid GGUF files that
-# libFuzzer then mutates. Written to fuzz/corpus/gguf_parse/ (not committed).
+# Seed corpora for the fuzz targets, written to fuzz/corpus/<target>/ (not
+# committed; scripts/fuzz.sh calls this before fuzzing).
+#
+# gguf_parse: small valid GGUF files that libFuzzer then mutates.
 #   all-types.gguf   every value type, typed arrays, alignment 64, five tensor
 #                    types (the gguf-py fixture from tests/data)
 #   v2-kv.gguf       version 2, a few keys, no tensors
@@ -33,3 +35,36 @@ PY
 tiny="${XDG_CACHE_HOME:-$HOME/.cache}/detllm/tiny-llama.gguf"
 if [ -f "$tiny" ]; then head -c 4096 "$tiny" > "$out/tiny-header.gguf"; fi
 ls -l "$out"
+
+# math_fns: 8-byte inputs (x, y as little-endian f32 bits): pairs of special
+# values (zeros, subnormals, ones, the ranges' edges of exp/ln/sin/pow, inf, NaN).
+python3 - fuzz/corpus/math_fns <<'PY'
+import itertools, os, struct, sys
+out = sys.argv[1]; os.makedirs(out, exist_ok=True)
+xs = [0x00000000, 0x80000000, 0x00000001, 0x007FFFFF, 0x00800000, 0x3F800000, 0xBF800000,
+      0x40000000, 0x3F000000, 0x42B17218, 0x42B17217, 0xC2CFF1B5, 0xC2D00000, 0x43000000,
+      0x40490FDB, 0x3FC90FDB, 0x4B000000, 0x7F7FFFFF, 0xFF7FFFFF, 0x7F800000, 0xFF800000,
+      0x7FC00000, 0x7F800001, 0xC1200000, 0x49742400]
+for i, (x, y) in enumerate(itertools.product(xs[::2], xs[1::3])):
+    open(f"{out}/pair-{i:03}", "wb").write(struct.pack("<II", x, y))
+PY
+
+# tokenizer: texts for each vocabulary mode (scripts/tokenizer_fuzz_seeds.py).
+python3 scripts/tokenizer_fuzz_seeds.py
+
+# kv_ops: 300 operation schedules in the target's byte format, written by the
+# reference-model test that also checks them.
+mkdir -p fuzz/corpus/kv_ops
+KV_FUZZ_CORPUS_DIR="$PWD/fuzz/corpus/kv_ops" cargo test -q --release --features std --test kv_model schedules_cover >/dev/null
+
+# engine_schedule: <n_seqs byte><page byte><tokens and schedule bytes>:
+# one to four sequences, page sizes 1..8, short and long prompts.
+python3 - fuzz/corpus/engine_schedule <<'PY'
+import os, random, sys
+out = sys.argv[1]; os.makedirs(out, exist_ok=True)
+rng = random.Random(20261203)
+for i in range(40):
+    n = 4 + rng.randrange(60)
+    open(f"{out}/sched-{i:02}", "wb").write(bytes([i % 4, rng.randrange(256)] + [rng.randrange(256) for _ in range(n)]))
+PY
+ls fuzz/corpus | while read -r t; do echo "$t: $(ls "fuzz/corpus/$t" | wc -l) seeds"; done
