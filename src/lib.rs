@@ -13,6 +13,68 @@
 //!
 //! The arithmetic profile is named by [`PROFILE`]; any change to numerics is a
 //! new profile name. See `docs/ARITHMETIC.md`.
+//!
+//! ## Example: load a GGUF model into an arena and generate
+//!
+//! The model here is the crate's seeded synthetic model (real GGUF bytes, so
+//! the loader runs as it does for a downloaded file); the same code runs
+//! SmolLM2-135M from its `.gguf` bytes with a larger arena.
+//!
+//! ```
+//! use detllm::gguf::File;
+//! use detllm::kv::{KvType, PagedCache};
+//! use detllm::model::synth::{SynthSpec, synth_sizes, write_synth};
+//! use detllm::model::{Engine, Entry, Limits, Model, generate};
+//! use detllm::sample::{Sampler, SamplingParams};
+//! use detllm::{Arena, Error, Serial};
+//!
+//! # fn main() -> Result<(), Error> {
+//! // Model bytes (in a real program: a memory-mapped or embedded .gguf file).
+//! let (scratch_len, out_len) = synth_sizes(&SynthSpec::TINY)?;
+//! let (mut scratch, mut bytes) = (vec![0u8; scratch_len], vec![0u8; out_len]);
+//! let n = write_synth(&SynthSpec::TINY, &mut scratch, &mut bytes)?;
+//! let bytes = &bytes[..n];
+//!
+//! // All memory comes from one buffer the caller owns.
+//! let mut buf = vec![0u8; 1 << 20];
+//! let mut arena = Arena::new(&mut buf);
+//! let file = File::parse(bytes)?;
+//! let model = Model::from_gguf(&file, bytes, &mut arena)?;
+//! let vocab = model.cfg.vocab_size;
+//! let limits = Limits {
+//!     max_seqs: 2,
+//!     max_seq_len: 32,
+//!     max_step_tokens: 8,
+//!     max_logit_rows: 8,
+//!     kv_type: KvType::F16,
+//!     page_size: 4,
+//!     n_pages: 16,
+//! };
+//! let mut engine = Engine::<PagedCache>::new(model, limits, &mut arena)?;
+//!
+//! // One step can mix sequences: a 3-token prefill and a 1-token decode.
+//! let (a, b) = (engine.new_seq()?, engine.new_seq()?);
+//! let logits = engine.step(&Serial, &[
+//!     Entry { seq: a, tokens: &[1, 2, 3], all_logits: false },
+//!     Entry { seq: b, tokens: &[7], all_logits: false },
+//! ])?;
+//! assert_eq!(logits.len(), 2 * vocab); // the last row of each entry
+//!
+//! // Bad input is a typed error and changes nothing.
+//! assert!(engine.step(&Serial, &[Entry { seq: a, tokens: &[vocab as u32], all_logits: false }]).is_err());
+//! assert_eq!(engine.seq_len(a)?, 3);
+//!
+//! // Sampled generation with an audit digest chain.
+//! let mut sampler = Sampler::new(&mut arena, vocab)?;
+//! let params = SamplingParams { seed: 42, ..SamplingParams::GREEDY };
+//! let mut history = [0u32; 16];
+//! let out = generate(&mut engine, &Serial, &mut sampler, b, &[8, 9], &params, 6,
+//!                    &mut history, &|_| false, &mut |_, _, _| {})?;
+//! assert_eq!(out.n_tokens, 6);
+//! let _digest: [u8; 32] = out.chain.digest(); // the same bits on every target
+//! # Ok(())
+//! # }
+//! ```
 #![no_std]
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
