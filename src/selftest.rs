@@ -289,9 +289,9 @@ impl Case {
 /// Every case, in report order. New cases are one line each.
 ///
 /// Groups: `f32` (the soft operations), `conv` (conversions), `math`
-/// (elementary functions). Kernel outputs in every block format, the
-/// synthetic-model schedules and the seeded sampled generation join as the
-/// groups `kernel`, `model` and `sample` when their cases are written.
+/// (elementary functions), `kernel` (every weight block format decoded and
+/// multiplied; the f32 kernels: [`crate::kernels::selftest`]) and `model`
+/// (synthetic-model schedules and seeded sampled generation).
 pub const CASES: &[Case] = &[
     Case {
         name: "f32.add",
@@ -388,6 +388,14 @@ pub const CASES: &[Case] = &[
     Case {
         name: "math.silu",
         run: math_silu,
+    },
+    Case {
+        name: "kernel.matmul",
+        run: crate::kernels::selftest::case_matmul,
+    },
+    Case {
+        name: "kernel.ops",
+        run: crate::kernels::selftest::case_ops,
     },
     Case {
         name: "model.schedules",

@@ -8,6 +8,7 @@ pub mod attention;
 pub mod matmul;
 pub mod rmsnorm;
 pub mod rope;
+pub mod selftest;
 pub mod softmax;
 pub mod swiglu;
 
