@@ -49,6 +49,10 @@ for i, (x, y) in enumerate(itertools.product(xs[::2], xs[1::3])):
     open(f"{out}/pair-{i:03}", "wb").write(struct.pack("<II", x, y))
 PY
 
+# float_ops: the same 8-byte special pairs (x, y as f32 bits).
+mkdir -p fuzz/corpus/float_ops
+cp fuzz/corpus/math_fns/pair-* fuzz/corpus/float_ops/
+
 # tokenizer: texts for each vocabulary mode (scripts/tokenizer_fuzz_seeds.py).
 python3 scripts/tokenizer_fuzz_seeds.py
 

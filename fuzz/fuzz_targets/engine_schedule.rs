@@ -69,9 +69,16 @@ fuzz_target!(|data: &[u8]| {
             let s = eng.new_seq().expect("seq");
             p.iter()
                 .map(|t| {
-                    eng.step(&Serial, &[Entry { seq: s, tokens: std::slice::from_ref(t), all_logits: true }])
-                        .expect("solo step")
-                        .to_vec()
+                    eng.step(
+                        &Serial,
+                        &[Entry {
+                            seq: s,
+                            tokens: std::slice::from_ref(t),
+                            all_logits: true,
+                        }],
+                    )
+                    .expect("solo step")
+                    .to_vec()
                 })
                 .collect::<Vec<_>>()
         });
@@ -94,7 +101,11 @@ fuzz_target!(|data: &[u8]| {
                 k += 1;
                 if fed[i] < prompts[i].len() && b & 1 == 1 {
                     let n = (1 + (b as usize >> 1) % 4).min(prompts[i].len() - fed[i]);
-                    entries.push(Entry { seq: seqs[i], tokens: &prompts[i][fed[i]..fed[i] + n], all_logits: true });
+                    entries.push(Entry {
+                        seq: seqs[i],
+                        tokens: &prompts[i][fed[i]..fed[i] + n],
+                        all_logits: true,
+                    });
                     who.push((i, n));
                 }
             }
@@ -108,7 +119,11 @@ fuzz_target!(|data: &[u8]| {
                     for &(i, n) in &who {
                         for j in 0..n {
                             let got = &logits[row * VOCAB..(row + 1) * VOCAB];
-                            assert!(got == solo[i][fed[i] + j].as_slice(), "seq {i} pos {} differs from solo", fed[i] + j);
+                            assert!(
+                                got == solo[i][fed[i] + j].as_slice(),
+                                "seq {i} pos {} differs from solo",
+                                fed[i] + j
+                            );
                             row += 1;
                         }
                         fed[i] += n;
@@ -117,7 +132,8 @@ fuzz_target!(|data: &[u8]| {
                 Err(_) => {
                     // Nothing changed; free the longest finished sequence's pages is not
                     // possible mid-prompt, so end the schedule here.
-                    let after: Vec<usize> = seqs.iter().map(|&s| eng.seq_len(s).expect("len")).collect();
+                    let after: Vec<usize> =
+                        seqs.iter().map(|&s| eng.seq_len(s).expect("len")).collect();
                     assert_eq!(lens, after, "a failed step changed a sequence length");
                     break;
                 }

@@ -28,7 +28,12 @@ fuzz_target!(|data: &[u8]| {
         let key = core::str::from_utf8(k).expect("keys are validated UTF-8");
         // The first pair with this key (keys are unique).
         assert_eq!(f.get(key), Some(v));
-        let _ = (f.get_u32(key), f.get_u64(key), f.get_i32(key), f.get_f32(key));
+        let _ = (
+            f.get_u32(key),
+            f.get_u64(key),
+            f.get_i32(key),
+            f.get_f32(key),
+        );
         let _ = (f.get_bool(key), f.get_str(key), f.get_array(key));
         if let Value::Array(a) = v {
             assert_eq!(a.iter().count(), a.len());
