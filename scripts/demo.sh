@@ -6,6 +6,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 model="$(bash scripts/fetch-model.sh)"
-prompt="${1:-What is the capital of France?}"
+prompt="${1:-What is the boiling point of water?}"
 cargo run --quiet --release --features cli -- generate --model "$model" --chat \
     --prompt "$prompt" --max-tokens 64

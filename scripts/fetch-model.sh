@@ -12,6 +12,8 @@ set -euo pipefail
 SHA256=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
 NAME=SmolLM2-135M-Instruct.Q4_1.gguf
 target="${DETLLM_MODEL:-${XDG_CACHE_HOME:-$HOME/.cache}/detllm/$NAME}"
+# A dangling symlink (its target moved) counts as missing.
+if [ -L "$target" ] && [ ! -e "$target" ]; then rm -f "$target"; fi
 if [ -f "$target" ]; then
     echo "$target"
     exit 0
