@@ -17,7 +17,7 @@
 
 use detllm::gguf::File;
 use detllm::kv::{ContiguousCache, KvType, PagedCache, SeqId};
-use detllm::model::synth::{SynthSpec, synth_sizes, write_synth};
+use detllm::model::synth::{SynthSpec, synth_vec};
 use detllm::model::{Arch, Engine, Entry, KvBuild, Limits, Model};
 use detllm::parallel::ThreadPool;
 use detllm::quant::GgmlType;
@@ -30,11 +30,7 @@ const ARENA: usize = 8 << 20;
 const MAX_LEN: usize = 24;
 
 fn synth(spec: &SynthSpec) -> Vec<u8> {
-    let (s, o) = synth_sizes(spec).expect("sizes");
-    let (mut scratch, mut out) = (vec![0u8; s], vec![0u8; o]);
-    let n = write_synth(spec, &mut scratch, &mut out).expect("synth");
-    out.truncate(n);
-    out
+    synth_vec(spec).expect("synthetic model")
 }
 
 /// Builds model and engine in one scope and runs `$body` with `$eng`.

@@ -7,17 +7,13 @@
 //! through `gguf::Writer` with exactly one defect.
 
 use detllm::gguf::{File, TensorSpec, Value, ValueType, Writer};
-use detllm::model::synth::{SynthSpec, synth_sizes, write_synth};
+use detllm::model::synth::{SynthSpec, synth_vec};
 use detllm::model::{Arch, Model};
 use detllm::quant::GgmlType;
 use detllm::{Arena, Error};
 
 fn synth(spec: &SynthSpec) -> Vec<u8> {
-    let (s, o) = synth_sizes(spec).expect("sizes");
-    let (mut scratch, mut out) = (vec![0u8; s], vec![0u8; o]);
-    let n = write_synth(spec, &mut scratch, &mut out).expect("synth");
-    out.truncate(n);
-    out
+    synth_vec(spec).expect("synthetic model")
 }
 
 fn specs() -> [SynthSpec; 2] {

@@ -5,7 +5,7 @@
 
 use detllm::gguf::File;
 use detllm::kv::{KvType, PagedCache, SeqId};
-use detllm::model::synth::{SynthSpec, synth_sizes, write_synth};
+use detllm::model::synth::{SynthSpec, synth_vec};
 use detllm::model::{Engine, Entry, Limits, Model};
 use detllm::{Arena, F32, Serial};
 use libfuzzer_sys::fuzz_target;
@@ -15,14 +15,7 @@ const VOCAB: usize = 96;
 
 fn model_bytes() -> &'static [u8] {
     static BYTES: OnceLock<Vec<u8>> = OnceLock::new();
-    BYTES.get_or_init(|| {
-        let spec = SynthSpec::TINY;
-        let (s, o) = synth_sizes(&spec).expect("sizes");
-        let (mut scratch, mut out) = (vec![0u8; s], vec![0u8; o]);
-        let n = write_synth(&spec, &mut scratch, &mut out).expect("synth");
-        out.truncate(n);
-        out
-    })
+    BYTES.get_or_init(|| synth_vec(&SynthSpec::TINY).expect("synth"))
 }
 
 fn limits(page_size: usize, n_pages: usize) -> Limits {

@@ -504,3 +504,14 @@ pub fn synth_sizes(spec: &SynthSpec) -> Result<(usize, usize)> {
         .ok_or(Error::SizeOverflow)?;
     Ok((total, out))
 }
+
+/// The GGUF bytes of `spec` in a `Vec` ([`synth_sizes`] + [`write_synth`];
+/// hosts with the `std` feature).
+#[cfg(feature = "std")]
+pub fn synth_vec(spec: &SynthSpec) -> Result<std::vec::Vec<u8>> {
+    let (s, o) = synth_sizes(spec)?;
+    let (mut scratch, mut out) = (std::vec![0u8; s], std::vec![0u8; o]);
+    let n = write_synth(spec, &mut scratch, &mut out)?;
+    out.truncate(n);
+    Ok(out)
+}
