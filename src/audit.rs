@@ -1,12 +1,16 @@
 //! Audit digests: a chain that commits to every step of a generation.
 //!
-//! `d_0 = SHA-256("detllm-audit" ‖ PROFILE ‖ seed_le)`, and after each
+//! `d_0 = SHA-256("detllm-audit" ‖ PROFILE ‖ params)` where `params` is the
+//! sampling parameters' encoding ([`params_bytes`]: seed, then the bits of
+//! temperature, top-k, top-p, min-p, repetition penalty and its window), so
+//! the chain commits to how each token was chosen; and after each
 //! sampling step `d_i = SHA-256(d_{i-1} ‖ logits_i ‖ token_i)` where
 //! `logits_i` is the row the token was sampled from as little-endian `u32`
 //! bit patterns and `token_i` is a little-endian `u32`. Re-running the
 //! generation anywhere must reproduce every `d_i`; the first step whose
 //! digest differs is where two runs diverged.
 
+use crate::sample::SamplingParams;
 use crate::{F32, PROFILE};
 use sha2::{Digest, Sha256};
 
@@ -18,12 +22,12 @@ pub struct DigestChain {
 }
 
 impl DigestChain {
-    /// The chain's start for a generation seeded with `seed`.
-    pub fn new(seed: u64) -> Self {
+    /// The chain's start for a generation sampled with `params`.
+    pub fn new(params: &SamplingParams) -> Self {
         let mut h = Sha256::new();
         h.update(b"detllm-audit");
         h.update(PROFILE.as_bytes());
-        h.update(seed.to_le_bytes());
+        h.update(params_bytes(params));
         DigestChain {
             state: h.finalize().into(),
             steps: 0,
@@ -67,4 +71,24 @@ pub fn hash_logits(h: &mut Sha256, logits: &[F32]) {
         }
         h.update(&buf[..chunk.len() * 4]);
     }
+}
+
+/// The sampling parameters as `d_0` commits to them: `seed` (u64), the
+/// bits of `temperature`, `top_k`, the bits of `top_p`, `min_p` and
+/// `repeat_penalty` (u32 each), `penalty_last_n` (u64), all little-endian.
+pub fn params_bytes(p: &SamplingParams) -> [u8; 36] {
+    let mut out = [0u8; 36];
+    out[..8].copy_from_slice(&p.seed.to_le_bytes());
+    let words = [
+        p.temperature.to_bits(),
+        p.top_k,
+        p.top_p.to_bits(),
+        p.min_p.to_bits(),
+        p.repeat_penalty.to_bits(),
+    ];
+    for (i, w) in words.iter().enumerate() {
+        out[8 + 4 * i..12 + 4 * i].copy_from_slice(&w.to_le_bytes());
+    }
+    out[28..36].copy_from_slice(&(p.penalty_last_n as u64).to_le_bytes());
+    out
 }

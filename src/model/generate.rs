@@ -54,7 +54,7 @@ pub fn generate<'a, K: KvBuild<'a>, P: Parallel>(
     let vocab = engine.config().vocab_size;
     let chunk = engine.limits().max_step_tokens;
     let mut rng = SplitMix64::new(params.seed);
-    let mut chain = DigestChain::new(params.seed);
+    let mut chain = DigestChain::new(params);
     // Prefill; only the last chunk's logits are used.
     let mut chunks = prompt.chunks(chunk).peekable();
     let mut n = 0;

@@ -217,10 +217,36 @@ pub fn schedules(scratch: &mut [u8]) -> Result<[u8; 32]> {
     Ok(h.finalize().into())
 }
 
-/// A seeded sampled generation on the tiny llama (temperature 0.8, top-k 20,
-/// top-p 0.9, min-p 0.02, repetition penalty 1.1, seed 7, 12 tokens): the
-/// audit chain's final digest.
+/// Sampling parameters of [`sampled`]: temperature 0.8, top-k 20, top-p
+/// 0.9, min-p 0.02, repetition penalty 1.1 over 64 tokens, seed 7.
+pub const SAMPLED_PARAMS: SamplingParams = SamplingParams {
+    temperature: F32::from_bits(0x3F4C_CCCD), // 0.8
+    top_k: 20,
+    top_p: F32::from_bits(0x3F66_6666),          // 0.9
+    min_p: F32::from_bits(0x3CA3_D70A),          // 0.02
+    repeat_penalty: F32::from_bits(0x3F8C_CCCD), // 1.1
+    penalty_last_n: 64,
+    seed: 7,
+};
+
+/// Tokens [`sampled`] generates.
+pub const SAMPLED_TOKENS: usize = 12;
+
+/// A seeded sampled generation on the tiny llama ([`SAMPLED_PARAMS`],
+/// [`SAMPLED_TOKENS`] tokens): the audit chain's final digest.
 pub fn sampled(scratch: &mut [u8]) -> Result<[u8; 32]> {
+    sampled_steps(scratch, &mut |_, _, _| {})
+}
+
+/// [`sampled`], calling `on_step(step, token, digest)` after each step, and
+/// the prompt it used ([`sampled_prompt`]). `tests/transcript_synth.rs`
+/// records these steps as the committed transcript
+/// `tests/data/synth-transcript.json`; every target recomputes its final
+/// digest as the `model.sampled` case.
+pub fn sampled_steps(
+    scratch: &mut [u8],
+    on_step: &mut dyn FnMut(usize, u32, &[u8; 32]),
+) -> Result<[u8; 32]> {
     let (bytes, rest) = model_bytes(&SynthSpec::TINY, scratch)?;
     let file = File::parse(bytes)?;
     let mut arena = Arena::new(rest);
@@ -228,15 +254,7 @@ pub fn sampled(scratch: &mut [u8]) -> Result<[u8; 32]> {
     let vocab = model.cfg.vocab_size;
     let mut eng = Engine::<PagedCache>::new(model, limits(4), &mut arena)?;
     let mut sampler = Sampler::new(&mut arena, vocab)?;
-    let params = SamplingParams {
-        temperature: F32::from_bits(0x3F4C_CCCD), // 0.8
-        top_k: 20,
-        top_p: F32::from_bits(0x3F66_6666),          // 0.9
-        min_p: F32::from_bits(0x3CA3_D70A),          // 0.02
-        repeat_penalty: F32::from_bits(0x3F8C_CCCD), // 1.1
-        penalty_last_n: 64,
-        seed: 7,
-    };
+    let params = SAMPLED_PARAMS;
     let p = prompts(vocab);
     let seq = eng.new_seq()?;
     let mut history = [0u32; 32];
@@ -247,10 +265,21 @@ pub fn sampled(scratch: &mut [u8]) -> Result<[u8; 32]> {
         seq,
         &p[0][..PROMPT_LENS[0]],
         &params,
-        12,
+        SAMPLED_TOKENS,
         &mut history,
         &|_| false,
-        &mut |_, _, _| {},
+        on_step,
     )?;
     Ok(g.chain.digest())
 }
+
+/// The prompt [`sampled`] feeds: the first [`SAMPLED_PROMPT_LEN`] ids of
+/// the suite's seeded prompts for the tiny llama's vocabulary.
+pub fn sampled_prompt() -> [u32; SAMPLED_PROMPT_LEN] {
+    let mut out = [0u32; SAMPLED_PROMPT_LEN];
+    out.copy_from_slice(&prompts(SynthSpec::TINY.vocab_size)[0][..SAMPLED_PROMPT_LEN]);
+    out
+}
+
+/// Length of [`sampled_prompt`].
+pub const SAMPLED_PROMPT_LEN: usize = PROMPT_LENS[0];

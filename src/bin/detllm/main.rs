@@ -476,7 +476,7 @@ pub fn run_batch(
             prompt_ids: p.clone(),
             ids: Vec::new(),
             digest: Sha256::new(),
-            chain: DigestChain::new(params.seed),
+            chain: DigestChain::new(params),
             step_digests: Vec::new(),
             rng: SplitMix64::new(params.seed),
             done: false,

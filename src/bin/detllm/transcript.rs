@@ -82,6 +82,7 @@ struct Parsed {
     max_tokens: usize,
     prompt_ids: Vec<u32>,
     steps: Vec<(u32, String)>,
+    final_digest: String,
 }
 
 fn parse(v: &Value) -> Res<Parsed> {
@@ -153,6 +154,12 @@ fn parse(v: &Value) -> Res<Parsed> {
     if steps.is_empty() || steps.len() > max_tokens {
         return Err(bad("step count does not fit max_tokens"));
     }
+    let final_digest = v
+        .get("final_digest")
+        .and_then(|d| d.as_str())
+        .filter(|d| d.len() == 64 && d.bytes().all(|c| c.is_ascii_hexdigit()))
+        .ok_or(bad("final_digest missing or not 64 hex digits"))?
+        .to_ascii_lowercase();
     Ok(Parsed {
         sha256,
         model_file,
@@ -160,6 +167,7 @@ fn parse(v: &Value) -> Res<Parsed> {
         max_tokens,
         prompt_ids,
         steps,
+        final_digest,
     })
 }
 
@@ -252,11 +260,14 @@ pub fn verify(path: &Path, model: Option<&Path>, threads: usize) -> Res<ExitCode
         );
         return Ok(ExitCode::from(1));
     }
-    println!(
-        "verified: {} steps, digest {}",
-        t.steps.len(),
-        t.steps.last().map(|s| s.1.as_str()).unwrap_or("")
-    );
+    let last = t.steps.last().map(|s| s.1.as_str()).unwrap_or("");
+    if t.final_digest != last {
+        println!("DIVERGED at the final digest:");
+        println!("  expected {}", t.final_digest);
+        println!("  produced {last}");
+        return Ok(ExitCode::from(1));
+    }
+    println!("verified: {} steps, digest {last}", t.steps.len());
     Ok(ExitCode::SUCCESS)
 }
 
