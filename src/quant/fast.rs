@@ -246,6 +246,7 @@ fn chunk_wide(
 }
 
 /// Result of a fused chunk kernel for one row group and one input row.
+#[derive(Clone, Copy)]
 pub(crate) struct Fused {
     /// False when a relative shift fell outside the `i64`-exact range; the
     /// caller then sums the chunk in `i128` ([`chunk_wide`]).
@@ -261,6 +262,36 @@ pub(crate) struct Fused {
     /// A weight scale of the chunk is ±∞/NaN (valid even when `!ok`).
     pub bad: [bool; ROW_GROUP],
 }
+
+impl Fused {
+    /// "Not computed": the caller sums the chunk in `i128` instead.
+    #[cfg_attr(not(all(feature = "std", target_arch = "x86_64")), allow(dead_code))]
+    pub const NOT_OK: Fused = Fused {
+        ok: false,
+        d: [0; ROW_GROUP],
+        dbase: [0; ROW_GROUP],
+        m: [0; ROW_GROUP],
+        mbase: [0; ROW_GROUP],
+        bad: [false; ROW_GROUP],
+    };
+}
+
+/// Input rows a multi-row fused kernel takes per pass over a weight chunk.
+pub(crate) const ACT_TILE: usize = 4;
+
+/// One chunk of up to [`ACT_TILE`] input rows: quantized values, block
+/// scales and chunk ranges of rows `0..n`.
+pub(crate) struct ActTile<'x> {
+    pub n: usize,
+    pub qs: [&'x [i8]; ACT_TILE],
+    pub sc: [&'x [ActScale]; ACT_TILE],
+    pub ch: [ChunkScale; ACT_TILE],
+}
+
+/// A fused chunk kernel over an [`ActTile`]: per input row, what
+/// [`FusedFn`] returns for it.
+pub(crate) type FusedMultiFn =
+    fn(group: &[u8], rb: usize, b0: usize, nb: usize, t: &ActTile<'_>) -> [Fused; ACT_TILE];
 
 /// A single-pass chunk kernel: decodes the weight scales on the fly against
 /// guessed bases and reports whether every shift stayed in range.
@@ -280,7 +311,7 @@ pub(crate) type FusedFn = fn(
 #[cfg_attr(not(all(feature = "std", target_arch = "x86_64")), allow(dead_code))]
 enum Kernel {
     Split(DecodeFn, ChunkFn),
-    Fused(FusedFn),
+    Fused(FusedFn, Option<FusedMultiFn>),
 }
 
 /// The kernel for `ty` on `path`, if the blocked kernel handles `ty`.
@@ -289,7 +320,7 @@ fn chunk_fn(ty: GgmlType, path: Path) -> Option<Kernel> {
     if path == Path::Auto
         && let Some(f) = super::simd_x86::fused_fn(ty)
     {
-        return Some(Kernel::Fused(f));
+        return Some(Kernel::Fused(f, super::simd_x86::fused_multi_fn(ty)));
     }
     let _ = path;
     match ty {
@@ -389,25 +420,52 @@ fn group<const MT: usize>(
             let cn = CHUNK_BLOCKS.min(nb - b0);
             let (decode, f) = match kernel {
                 Kernel::Split(decode, f) => (decode, f),
-                Kernel::Fused(f) => {
-                    for (j, a) in acts.iter().enumerate().take(mt) {
-                        let Some(a) = a else { continue };
-                        let ch: ChunkScale = *a.ch.get(c)?;
-                        let qs = a.qs.get(b0 * QK..(b0 + cn) * QK)?;
-                        let sc = a.sc.get(b0..b0 + cn)?;
-                        let res = f(group_bytes, rb, b0, cn, qs, sc, &ch);
-                        for r in 0..ROW_GROUP {
-                            let cell = &mut cells[r][j];
-                            if res.ok {
-                                cell.add_shifted(res.d[r], res.dbase[r]);
-                                if has_m {
-                                    cell.add_shifted(res.m[r], res.mbase[r]);
-                                }
-                            } else {
-                                chunk_wide(w.ty, rows[r], b0, cn, qs, sc, cell);
-                            }
-                            cell.nonfinite |= res.bad[r] || a.flags & act_flags != 0;
+                Kernel::Fused(f, multi) => {
+                    let mut j0 = 0;
+                    while j0 < mt {
+                        let n = match multi {
+                            Some(_) => ACT_TILE.min(mt - j0),
+                            None => 1,
+                        };
+                        let mut tile = ActTile {
+                            n,
+                            qs: [&[]; ACT_TILE],
+                            sc: [&[]; ACT_TILE],
+                            ch: [ChunkScale::default(); ACT_TILE],
+                        };
+                        for (t, a) in acts[j0..j0 + n].iter().enumerate() {
+                            let a = a.as_ref()?;
+                            tile.ch[t] = *a.ch.get(c)?;
+                            tile.qs[t] = a.qs.get(b0 * QK..(b0 + cn) * QK)?;
+                            tile.sc[t] = a.sc.get(b0..b0 + cn)?;
                         }
+                        let results = match multi {
+                            Some(mf) if n > 1 => mf(group_bytes, rb, b0, cn, &tile),
+                            _ => {
+                                let mut one = [Fused::NOT_OK; ACT_TILE];
+                                one[0] =
+                                    f(group_bytes, rb, b0, cn, tile.qs[0], tile.sc[0], &tile.ch[0]);
+                                one
+                            }
+                        };
+                        for (t, res) in results.iter().enumerate().take(n) {
+                            let j = j0 + t;
+                            let Some(a) = &acts[j] else { continue };
+                            let (qs, sc) = (tile.qs[t], tile.sc[t]);
+                            for r in 0..ROW_GROUP {
+                                let cell = &mut cells[r][j];
+                                if res.ok {
+                                    cell.add_shifted(res.d[r], res.dbase[r]);
+                                    if has_m {
+                                        cell.add_shifted(res.m[r], res.mbase[r]);
+                                    }
+                                } else {
+                                    chunk_wide(w.ty, rows[r], b0, cn, qs, sc, cell);
+                                }
+                                cell.nonfinite |= res.bad[r] || a.flags & act_flags != 0;
+                            }
+                        }
+                        j0 += n;
                     }
                     continue;
                 }

@@ -28,7 +28,9 @@ use super::GgmlType;
 use super::act::ActScale;
 use super::act::ChunkScale;
 use super::block::QK;
-use super::fast::{Fused, FusedFn, LIM_Q4_1_D, LIM_Q4_1_M, LIM_Q8_0_D, ROW_GROUP};
+use super::fast::{
+    ACT_TILE, ActTile, Fused, FusedFn, FusedMultiFn, LIM_Q4_1_D, LIM_Q4_1_M, LIM_Q8_0_D, ROW_GROUP,
+};
 use core::arch::x86_64::*;
 
 /// The fused AVX2 kernel for `ty`, if the CPU has AVX2 and the kernel exists.
@@ -41,6 +43,41 @@ pub(crate) fn fused_fn(ty: GgmlType) -> Option<FusedFn> {
         GgmlType::Q8_0 => Some(q8_0_entry),
         _ => None,
     }
+}
+
+/// The AVX2 kernel for up to [`ACT_TILE`] input rows per pass over the
+/// weights, if the CPU has AVX2.
+pub(crate) fn fused_multi_fn(ty: GgmlType) -> Option<FusedMultiFn> {
+    if !std::is_x86_feature_detected!("avx2") {
+        return None;
+    }
+    match ty {
+        GgmlType::Q4_1 => Some(q4_1_multi_entry),
+        GgmlType::Q8_0 => Some(q8_0_multi_entry),
+        _ => None,
+    }
+}
+
+fn q4_1_multi_entry(
+    group: &[u8],
+    rb: usize,
+    b0: usize,
+    nb: usize,
+    t: &ActTile<'_>,
+) -> [Fused; ACT_TILE] {
+    // SAFETY: only reachable through `fused_multi_fn`, which checked AVX2.
+    unsafe { fused_avx2_multi::<true>(group, rb, b0, nb, t) }
+}
+
+fn q8_0_multi_entry(
+    group: &[u8],
+    rb: usize,
+    b0: usize,
+    nb: usize,
+    t: &ActTile<'_>,
+) -> [Fused; ACT_TILE] {
+    // SAFETY: only reachable through `fused_multi_fn`, which checked AVX2.
+    unsafe { fused_avx2_multi::<false>(group, rb, b0, nb, t) }
 }
 
 fn q4_1_entry(
@@ -239,6 +276,138 @@ fn fused_avx2<const Q41: bool>(
     }
     res.d = store(acc_d);
     res.m = store(acc_m);
+    res
+}
+
+/// [`fused_avx2`] for `t.n` input rows at once: each weight block's scales
+/// and bytes are decoded once and used for every row of the tile, so the
+/// per-row work is only the byte dots and the exact accumulation. Returns
+/// the same integers as `t.n` calls of [`fused_avx2`].
+#[target_feature(enable = "avx2")]
+fn fused_avx2_multi<const Q41: bool>(
+    group: &[u8],
+    rb: usize,
+    b0: usize,
+    nb: usize,
+    t: &ActTile<'_>,
+) -> [Fused; ACT_TILE] {
+    let bs: usize = if Q41 { 20 } else { 34 };
+    let mut res = [Fused::NOT_OK; ACT_TILE];
+    let n = t.n;
+    let in_bounds = rb <= (i32::MAX as usize) / 4
+        && group.len() >= ROW_GROUP * rb
+        && (b0 + nb) * bs <= rb
+        && nb > 0
+        && (1..=ACT_TILE).contains(&n)
+        && (0..n).all(|j| t.qs[j].len() >= nb * QK && t.sc[j].len() >= nb);
+    if !in_bounds {
+        return res;
+    }
+    let base_ptr = group.as_ptr();
+    let head = |b: usize| {
+        let o = b * bs;
+        // SAFETY: r·rb + b·bs + 4 ≤ 4·rb ≤ group.len() (checked above).
+        let rd = |r: usize| unsafe { base_ptr.add(r * rb + o).cast::<i32>().read_unaligned() };
+        _mm_setr_epi32(rd(0), rd(1), rd(2), rd(3))
+    };
+    let lo16 = _mm_set1_epi32(0xFFFF);
+    let h0 = head(b0);
+    let (_, sd0, _, _) = f16_fixed4(_mm_and_si128(h0, lo16));
+    let (_, sm0, _, _) = f16_fixed4(_mm_srli_epi32(h0, 16));
+    let zero = _mm_setzero_si128();
+    let base_d = _mm_max_epi32(_mm_sub_epi32(sd0, _mm_set1_epi32(MARGIN_D)), zero);
+    let base_m = _mm_max_epi32(_mm_sub_epi32(sm0, _mm_set1_epi32(MARGIN_M)), zero);
+    let (mut dlo, mut dhi, mut mlo, mut mhi) = (zero, zero, zero, zero);
+    let mut bad = zero;
+    let mut acc_d = [_mm256_setzero_si256(); ACT_TILE];
+    let mut acc_m = [_mm256_setzero_si256(); ACT_TILE];
+    let mask = _mm256_set1_epi8(0x0F);
+    let ones = _mm256_set1_epi16(1);
+    for b in 0..nb {
+        let blk = b0 + b;
+        let h = head(blk);
+        let (dm, dsh, dnz, dbad) = f16_fixed4(_mm_and_si128(h, lo16));
+        bad = _mm_or_si128(bad, dbad);
+        let (drel, l, hh) = rel_track(dsh, dnz, base_d, dlo, dhi);
+        (dlo, dhi) = (l, hh);
+        let at = |r: usize, o: usize| r * rb + blk * bs + o;
+        for r in 0..ROW_GROUP {
+            let p = base_ptr.wrapping_add(at(r, 0) + ROW_GROUP * rb);
+            _mm_prefetch::<_MM_HINT_T0>(p.cast());
+        }
+        // The four rows' weight bytes, decoded once for the whole tile:
+        // Q4_1 nibbles as unsigned bytes; Q8_0 magnitudes and raw signs.
+        let (w, sgn) = if Q41 {
+            // SAFETY: at(r, 4) + 16 ≤ at(r, bs) ≤ 4·rb ≤ group.len().
+            let ld = |r: usize| unsafe { _mm_loadu_si128(base_ptr.add(at(r, 4)).cast()) };
+            let un = |q: __m128i| _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), mask);
+            (
+                [un(ld(0)), un(ld(1)), un(ld(2)), un(ld(3))],
+                [_mm256_setzero_si256(); ROW_GROUP],
+            )
+        } else {
+            // SAFETY: at(r, 2) + 32 = at(r, bs) ≤ 4·rb ≤ group.len().
+            let ld = |r: usize| unsafe { _mm256_loadu_si256(base_ptr.add(at(r, 2)).cast()) };
+            let x = [ld(0), ld(1), ld(2), ld(3)];
+            (x.map(|x| _mm256_sign_epi8(x, x)), x)
+        };
+        let (mm, mrel) = if Q41 {
+            let (mm, msh, mnz, mbad) = f16_fixed4(_mm_srli_epi32(h, 16));
+            bad = _mm_or_si128(bad, mbad);
+            let (mrel, l, hh) = rel_track(msh, mnz, base_m, mlo, mhi);
+            (mlo, mhi) = (l, hh);
+            (mm, mrel)
+        } else {
+            (zero, zero)
+        };
+        for j in 0..n {
+            let Some(y) = t.qs[j].get(b * QK..).and_then(|q| load32(i8_bytes(q))) else {
+                return res;
+            };
+            let Some(s) = t.sc[j].get(b) else { return res };
+            let dot = |r: usize| {
+                let (a, y) = if Q41 {
+                    (w[r], y)
+                } else {
+                    (w[r], _mm256_sign_epi8(y, sgn[r]))
+                };
+                _mm256_madd_epi16(_mm256_maddubs_epi16(a, y), ones)
+            };
+            let sumi = reduce4(dot(0), dot(1), dot(2), dot(3));
+            let c = _mm_mullo_epi32(dm, _mm_set1_epi32(s.dm));
+            let sh = _mm_add_epi32(drel, _mm_set1_epi32(s.drel as i32));
+            acc_d[j] = mul_shift_add(acc_d[j], sumi, c, sh);
+            if Q41 {
+                let cm = _mm_mullo_epi32(mm, _mm_set1_epi32(s.sm));
+                let shm = _mm_add_epi32(mrel, _mm_set1_epi32(s.srel as i32));
+                acc_m[j] = mul_shift_add(acc_m[j], cm, _mm_set1_epi32(1), shm);
+            }
+        }
+    }
+    let (dlo, dhi, mlo, mhi) = (store4(dlo), store4(dhi), store4(mlo), store4(mhi));
+    let (lim_d, lim_m) = if Q41 {
+        (LIM_Q4_1_D, LIM_Q4_1_M)
+    } else {
+        (LIM_Q8_0_D, 0)
+    };
+    let (bd, bm) = (store4(base_d), store4(base_m));
+    let badv = store4(bad);
+    for j in 0..n {
+        let ch = &t.ch[j];
+        let r = &mut res[j];
+        r.ok = (0..ROW_GROUP).all(|i| {
+            dlo[i] >= 0
+                && dhi[i] as u32 + ch.dspread <= lim_d
+                && (!Q41 || (mlo[i] >= 0 && mhi[i] as u32 + ch.sspread <= lim_m))
+        });
+        for i in 0..ROW_GROUP {
+            r.dbase[i] = bd[i] as u32 + ch.dbase;
+            r.mbase[i] = bm[i] as u32 + ch.sbase;
+            r.bad[i] = badv[i] != 0;
+        }
+        r.d = store(acc_d[j]);
+        r.m = store(acc_m[j]);
+    }
     res
 }
 
