@@ -77,6 +77,51 @@ mod ours {
     }
 }
 
+/// The previous `F32::sqrt` (commit a792450: linearly interpolated
+/// reciprocal-sqrt table, one Newton step, final fix), copied here so one
+/// run compares it with the current quadratic-table version. Positive
+/// normal inputs only take its fast path; the rest go to `F32::sqrt`.
+mod sqrt_v1 {
+    static RSQRT: [u64; 512] = rsqrt_table();
+
+    const fn rsqrt_table() -> [u64; 512] {
+        let mut t = [0u64; 512];
+        let mut i = 128;
+        while i < 512 {
+            let a = ((1u128 << 67) / i as u128).isqrt() as u64;
+            let b = ((1u128 << 67) / (i as u128 + 1)).isqrt() as u64;
+            t[i] = a | ((a - b) << 32);
+            i += 1;
+        }
+        t
+    }
+
+    #[inline(always)]
+    fn sqrt_half_round(m: u64) -> u32 {
+        let entry = RSQRT[(m >> 41) as usize & 511];
+        let frac = (m >> 25) & 0xFFFF;
+        let y = (entry & 0xFFFF_FFFF) - (((entry >> 32) * frac) >> 16);
+        let mi = m as i64;
+        let s = (((m >> 20) * y) >> 34) as i64;
+        let s = (s + (((mi - s * s) * (y >> 8) as i64) >> 47)) as u64;
+        let t = s | 1;
+        ((s >> 1) + (t * t <= m) as u64) as u32
+    }
+
+    #[inline]
+    pub fn sqrt(x: u32, _: u32) -> u32 {
+        if x.wrapping_sub(0x80_0000) < 0x7F80_0000 - 0x80_0000 {
+            let m = (x & 0x7F_FFFF) | 0x80_0000;
+            let e = (x >> 23) as i32 - 150;
+            let odd = (e & 1) as u32;
+            let q = sqrt_half_round((m as u64) << (26 - odd));
+            let field = ((((e + 1) >> 1) + 137) as u32) << 23;
+            return field + q;
+        }
+        detllm::F32::from_bits(x).sqrt().to_bits()
+    }
+}
+
 mod hw {
     #[inline]
     pub fn add(a: u32, b: u32) -> u32 {
@@ -247,8 +292,8 @@ fn benches(c: &mut Criterion<OpTime>) {
         "compiler-builtins" => builtins::mul, "softfloat" => sf::mul);
     bench_op!(c, div, "detllm" => ours::div, "hardware" => hw::div,
         "compiler-builtins" => builtins::div, "softfloat" => sf::div);
-    bench_op!(c, sqrt, "detllm" => ours::sqrt, "hardware" => hw::sqrt,
-        "softfloat" => sf::sqrt);
+    bench_op!(c, sqrt, "detllm" => ours::sqrt, "detllm-v1" => sqrt_v1::sqrt,
+        "hardware" => hw::sqrt, "softfloat" => sf::sqrt);
     black_box(F32::ONE);
 }
 
@@ -258,7 +303,8 @@ fn benches(c: &mut Criterion<OpTime>) {
     bench_op!(c, add, "detllm" => ours::add, "hardware" => hw::add);
     bench_op!(c, mul, "detllm" => ours::mul, "hardware" => hw::mul);
     bench_op!(c, div, "detllm" => ours::div, "hardware" => hw::div);
-    bench_op!(c, sqrt, "detllm" => ours::sqrt, "hardware" => hw::sqrt);
+    bench_op!(c, sqrt, "detllm" => ours::sqrt, "detllm-v1" => sqrt_v1::sqrt,
+        "hardware" => hw::sqrt);
     black_box(F32::ONE);
 }
 

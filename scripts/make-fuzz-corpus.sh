@@ -49,9 +49,39 @@ for i, (x, y) in enumerate(itertools.product(xs[::2], xs[1::3])):
     open(f"{out}/pair-{i:03}", "wb").write(struct.pack("<II", x, y))
 PY
 
-# float_ops: the same 8-byte special pairs (x, y as f32 bits).
+# float_ops: the same 8-byte special pairs (x, y as f32 bits), plus pairs of
+# the soft float's own boundaries: signed zeros, subnormal/normal edges,
+# ties at 0.5/1.5/2.5, 2^23/2^24 (integral from here), the i32 saturation
+# edges 2^31, 2^124 and up (issue #2's round_ties_away bug), MAX, inf, NaNs
+# (quiet, signalling, negative), the f16 edges (65504, the overflow tie
+# 65520, 2^-14, 2^-24 and its half), bf16 ties and the bf16 overflow tie.
+# Single pairs, and every pair of the list in files of eight pairs (the
+# target reads consecutive 8-byte pairs; scripts/fuzz.sh's default max_len
+# is the longest seed, so 64 bytes keeps runs short and executions fast).
 mkdir -p fuzz/corpus/float_ops
 cp fuzz/corpus/math_fns/pair-* fuzz/corpus/float_ops/
+python3 - fuzz/corpus/float_ops <<'PY'
+import struct, sys
+out = sys.argv[1]
+pos = [0x00000000, 0x00000001, 0x00000002, 0x00400000, 0x007FFFFF, 0x00800000, 0x00800001,
+       0x01000000, 0x0C800000, 0x33000000, 0x33000001, 0x33800000, 0x387FC000, 0x38800000,
+       0x3EFFFFFF, 0x3F000000, 0x3F000001, 0x3F7FFFFF, 0x3F800000, 0x3F800001, 0x3F808000,
+       0x3F818000, 0x3FC00000, 0x40200000, 0x40400000, 0x4B000000, 0x4AFFFFFF, 0x4B000001,
+       0x4B7FFFFF, 0x4B800000, 0x4EFFFFFF, 0x4F000000, 0x4F000001, 0x4F800000, 0x5F000000,
+       0x477FE000, 0x477FEFFF, 0x477FF000, 0x47800000, 0x7D7FFFFF, 0x7D800000, 0x7D800001,
+       0x7E000000, 0x7F000000, 0x7F7F7FFF, 0x7F7F8000, 0x7F7FFFFF, 0x7F800000, 0x7F800001,
+       0x7FBFFFFF, 0x7FC00000, 0x7FC00001, 0x7FFFFFFF]
+vals = pos + [v | 0x80000000 for v in pos]
+n = 0
+for i, x in enumerate(vals):
+    for j, y in enumerate(vals):
+        if (i * 7 + j * 3) % 11 == 0 or i == j or j == 0:
+            open(f"{out}/edge-{n:04}", "wb").write(struct.pack("<II", x, y))
+            n += 1
+pairs = [struct.pack("<II", x, y) for x in vals for y in vals]
+for k in range(0, len(pairs), 8):
+    open(f"{out}/pairs-{k // 8:04}", "wb").write(b"".join(pairs[k:k + 8]))
+PY
 
 # tokenizer: texts for each vocabulary mode (scripts/tokenizer_fuzz_seeds.py).
 python3 scripts/tokenizer_fuzz_seeds.py

@@ -4,6 +4,9 @@
 //! (IEEE 754-2019 minimumNumber/maximumNumber), f16/bf16 conversions both
 //! ways (the `half` crate), integer conversions (Rust's `as`, which
 //! saturates and maps NaN to 0, as the profile does) and round-ties-away.
+//!
+//! Input: arbitrary bytes, read as consecutive 8-byte pairs `(x, y)` of
+//! little-endian `u32` bit patterns (a trailing partial pair is ignored).
 #![no_main]
 
 use detllm::F32;
@@ -43,9 +46,15 @@ fn max_num(x: f32, y: f32) -> f32 {
     }
 }
 
-fuzz_target!(|data: [u8; 8]| {
-    let xb = u32::from_le_bytes([data[0], data[1], data[2], data[3]]);
-    let yb = u32::from_le_bytes([data[4], data[5], data[6], data[7]]);
+fuzz_target!(|data: &[u8]| {
+    for pair in data.chunks_exact(8) {
+        let xb = u32::from_le_bytes([pair[0], pair[1], pair[2], pair[3]]);
+        let yb = u32::from_le_bytes([pair[4], pair[5], pair[6], pair[7]]);
+        check_pair(xb, yb);
+    }
+});
+
+fn check_pair(xb: u32, yb: u32) {
     let (x, y) = (F32::from_bits(xb), F32::from_bits(yb));
     let (hx, hy) = (f32::from_bits(xb), f32::from_bits(yb));
 
@@ -72,6 +81,9 @@ fuzz_target!(|data: [u8; 8]| {
     );
     assert_eq!(x.lt(y), hx < hy);
     assert_eq!(x.le(y), hx <= hy);
+    assert_eq!(x.gt(y), hx > hy);
+    assert_eq!(x.ge(y), hx >= hy);
+    assert_eq!(x.ieee_eq(y), hx == hy);
 
     assert_eq!(x.to_i32_trunc(), hx as i32, "to_i32_trunc({xb:#010x})");
     assert_eq!(
@@ -122,4 +134,4 @@ fuzz_target!(|data: [u8; 8]| {
         F32::from_bf16_bits(h),
         half::bf16::from_bits(h).to_f32(),
     );
-});
+}

@@ -116,6 +116,9 @@ impl F32 {
         };
         if exp >= 0 {
             // |x| >= 2^23 has no fraction; cap the shift, the caller saturates.
+            // The capped `int` is NOT the value for |x| >= 2^124: only the
+            // saturating i32 conversions may use it (`round_ties_away`
+            // returns such inputs unchanged before calling this; issue #2).
             let s = exp.min(100) as u32;
             return (neg, sig << s, core::cmp::Ordering::Less, false);
         }
