@@ -8,10 +8,11 @@
 //! * fork == recomputed from scratch, truncate + refeed == fresh;
 //! * 1 thread == N threads;
 //! * a failing step (token out of range, unknown or freed sequence, step or
-//!   sequence too long, KV pages exhausted) is its typed error and changes
+//!   sequence too long, more rows/logit rows/entries than planned, a foreign
+//!   handle, an empty entry, KV pages exhausted) is its typed error and changes
 //!   nothing: the run continues exactly as a run that never tried it;
 //! * the memory plan is exact: the planned bytes suffice, one byte less is
-//!   `ArenaExhausted`.
+//!   `ArenaExhausted` (model and engine plans alike), arena untouched.
 //!
 //! Logits are compared as bit patterns (`F32` equality is bitwise here).
 
@@ -400,7 +401,13 @@ proptest! {
                 Entry { seq: b, tokens: &next[1..], all_logits: false },
             ]).expect("decode").to_vec()
         });
-        with_engine!(PagedCache, &bytes, roomy(kv, page), |eng| {
+        // A handle issued by another engine (slot 3, which this engine never issues).
+        let foreign = with_engine!(PagedCache, &bytes, roomy(kv, page), |eng| {
+            (0..4).map(|_| eng.new_seq().expect("seq")).last().expect("4th")
+        });
+        // Tighter step limits than the reference (they must not change logits).
+        let tight = Limits { max_step_tokens: 30, max_logit_rows: 20, ..roomy(kv, page) };
+        with_engine!(PagedCache, &bytes, tight, |eng| {
             let (a, b) = (eng.new_seq().expect("a"), eng.new_seq().expect("b"));
             let gone = eng.new_seq().expect("c");
             eng.step(&Serial, &[Entry { seq: gone, tokens: &pa[..1], all_logits: false }]).expect("c");
@@ -414,21 +421,38 @@ proptest! {
             let mut bad_tokens = pb.clone();
             bad_tokens[bad_at % pb.len()] = v + (bad_at as u32);
             let long = vec![0u32; MAX_LEN];
-            let huge = vec![0u32; 4 * MAX_LEN + 1];
-            let tries: [Try<'_, '_>; 5] = [
+            // Each fits its sequence; together 32..=46 rows > 30 planned.
+            let fill_a = vec![0u32; MAX_LEN - lens.0];
+            let fill_b = vec![0u32; MAX_LEN - lens.1];
+            // 24 rows fit, but 24 logit rows > 20 planned.
+            let twelve = vec![1u32 % v; 12];
+            let one = [Entry { seq: a, tokens: &next[..1], all_logits: false }];
+            let five = [one[0]; 5];
+            let tries: [Try<'_, '_>; 9] = [
                 (&[Entry { seq: a, tokens: &next[..1], all_logits: false },
                    Entry { seq: b, tokens: &bad_tokens, all_logits: false }],
                  |e| matches!(e, Error::TokenOutOfRange { .. })),
                 (&[Entry { seq: a, tokens: &next[..1], all_logits: false },
                    Entry { seq: gone, tokens: &next[..1], all_logits: false }],
                  |e| matches!(e, Error::UnknownSequence { .. })),
+                (&[Entry { seq: b, tokens: &next[..1], all_logits: false },
+                   Entry { seq: foreign, tokens: &next[..1], all_logits: false }],
+                 |e| matches!(e, Error::UnknownSequence { index: 3 })),
                 (&[Entry { seq: a, tokens: &long, all_logits: false }],
-                 |e| matches!(e, Error::SequenceTooLong { .. })),
-                (&[Entry { seq: b, tokens: &huge, all_logits: false }],
-                 |e| matches!(e, Error::BatchTooLarge { .. } | Error::SequenceTooLong { .. })),
+                 |e| matches!(e, Error::SequenceTooLong { max: MAX_LEN, .. })),
+                (&[Entry { seq: a, tokens: &fill_a, all_logits: false },
+                   Entry { seq: b, tokens: &fill_b, all_logits: false }],
+                 |e| matches!(e, Error::BatchTooLarge { max: 30, .. })),
+                (&[Entry { seq: a, tokens: &twelve, all_logits: true },
+                   Entry { seq: b, tokens: &twelve, all_logits: true }],
+                 |e| matches!(e, Error::BatchTooLarge { requested: 24, max: 20 })),
+                (&five,
+                 |e| matches!(e, Error::BatchTooLarge { requested: 5, max: 4 })),
                 (&[Entry { seq: a, tokens: &next[..1], all_logits: false },
                    Entry { seq: a, tokens: &next[1..], all_logits: false }],
                  |e| matches!(e, Error::DuplicateSequence { .. })),
+                (&[Entry { seq: a, tokens: &[], all_logits: false }],
+                 |e| matches!(e, Error::InvalidConfig)),
             ];
             for (i, (batch, is_expected)) in tries.iter().enumerate() {
                 match eng.step(&Serial, batch) {
@@ -542,6 +566,20 @@ proptest! {
         let (r, model_used, engine_used) = build(model_plan + engine_plan);
         prop_assert!(r.is_ok(), "the planned size failed: {:?}", r);
         prop_assert!(model_used <= model_plan && engine_used <= engine_plan);
+        // The engine plan is exact: with exactly `engine_plan` bytes left after
+        // the model the build succeeds; with one byte less it is refused, typed.
+        let (r, _, _) = build(model_used + engine_plan);
+        prop_assert!(r.is_ok(), "exactly the engine plan failed: {:?}", r);
+        let (r, _, taken) = build(model_used + engine_plan - 1);
+        prop_assert!(
+            matches!(r, Err(Error::ArenaExhausted { requested, .. }) if requested == engine_plan),
+            "engine plan - 1: {:?}", r
+        );
+        prop_assert_eq!(taken, 0);
+        // Likewise the model plan: one byte less and the model is refused.
+        let (r, used, _) = build(model_plan - 1);
+        prop_assert!(matches!(r, Err(Error::ArenaExhausted { .. })), "model plan - 1: {:?}", r);
+        prop_assert_eq!(used, 0);
         // One byte short of what this build took: the engine build fails, typed, untouched.
         let short = model_used + engine_used - 1;
         let mut buf = vec![0u8; short + 64];
