@@ -524,6 +524,66 @@ proptest! {
         })?;
     }
 
+    /// KV pages exhausted while continuing sequences that already hold
+    /// tokens (each needs one new page, none is free): typed error, every
+    /// sequence and the pool unchanged; after freeing a third sequence the
+    /// same step gives the logits of a roomy run.
+    #[test]
+    fn pool_exhaustion_mid_sequence_changes_nothing(
+        spec in arb_spec(), kv in prop::sample::select(vec![KvType::F16, KvType::F32]),
+        page in 1usize..=4,
+        pa in prop::collection::vec(any::<u32>(), 1..=8),
+        pb in prop::collection::vec(any::<u32>(), 1..=8),
+        extra in 0usize..=4,
+        cont in any::<u32>(),
+    ) {
+        let bytes = synth(&spec);
+        let v = spec.vocab_size as u32;
+        let pa: Vec<u32> = pa.iter().map(|t| t % v).collect();
+        let pb: Vec<u32> = pb.iter().map(|t| t % v).collect();
+        // `page` more tokens always need exactly one more page.
+        let cont: Vec<u32> = (0..page as u32).map(|i| cont.wrapping_add(i) % v).collect();
+        // The filler holds at least two pages, enough for both continuations.
+        let filler_len = 2 * page + extra;
+        let filler: Vec<u32> = (0..filler_len as u32).map(|t| t % v).collect();
+        let pages = |n: usize| n.div_ceil(page);
+        let pool = pages(pa.len()) + pages(pb.len()) + pages(filler_len);
+        let both = |a: SeqId, b: SeqId| [
+            Entry { seq: a, tokens: &cont, all_logits: true },
+            Entry { seq: b, tokens: &cont, all_logits: true },
+        ];
+        let reference = with_engine!(PagedCache, &bytes, roomy(kv, page), |eng| {
+            let (a, b) = (eng.new_seq().expect("a"), eng.new_seq().expect("b"));
+            eng.step(&Serial, &[
+                Entry { seq: a, tokens: &pa, all_logits: false },
+                Entry { seq: b, tokens: &pb, all_logits: false },
+            ]).expect("prompts");
+            eng.step(&Serial, &both(a, b)).expect("continue").to_vec()
+        });
+        with_engine!(PagedCache, &bytes, limits(kv, page, pool), |eng| {
+            let (a, b) = (eng.new_seq().expect("a"), eng.new_seq().expect("b"));
+            let filler_seq = eng.new_seq().expect("filler");
+            eng.step(&Serial, &[
+                Entry { seq: a, tokens: &pa, all_logits: false },
+                Entry { seq: b, tokens: &pb, all_logits: false },
+                Entry { seq: filler_seq, tokens: &filler, all_logits: false },
+            ]).expect("prompts fill the pool");
+            prop_assert_eq!(eng.kv().free_pages(), 0);
+            let e = eng.step(&Serial, &both(a, b)).expect_err("no free page");
+            prop_assert!(matches!(e, Error::KvPagesExhausted { .. }), "{:?}", e);
+            prop_assert_eq!(
+                (eng.seq_len(a).expect("a"), eng.seq_len(b).expect("b"), eng.seq_len(filler_seq).expect("f")),
+                (pa.len(), pb.len(), filler_len)
+            );
+            prop_assert_eq!(eng.kv().free_pages(), 0);
+            prop_assert!(eng.kv().audit(), "page accounting broken");
+            eng.free(filler_seq).expect("free filler");
+            let out = eng.step(&Serial, &both(a, b)).expect("fits after free").to_vec();
+            prop_assert!(out == reference);
+            Ok::<(), TestCaseError>(())
+        })?;
+    }
+
     /// The memory plan suffices at every buffer alignment (it counts each
     /// carve's worst-case padding), and an arena one byte smaller than what
     /// the build takes is `ArenaExhausted` with the arena untouched.
