@@ -7,6 +7,11 @@
 # case is added to `detllm::selftest::CASES`, or when a module such as
 # src/math lands its final implementation. Then run scripts/cross-test.sh to
 # confirm every target produces the new values, and commit tests/golden/.
+#
+# The engine's golden digest (issue #6) is `model.schedules` in
+# tests/golden/model.txt: SHA-256 over the logits bits of a fixed synthetic
+# llama and qwen2 under a fixed token schedule (src/model/selftest.rs,
+# docs/sections/engine.md); this script regenerates it with the rest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh

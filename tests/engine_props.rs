@@ -8,10 +8,11 @@
 //! * fork == recomputed from scratch, truncate + refeed == fresh;
 //! * 1 thread == N threads;
 //! * a failing step (token out of range, unknown or freed sequence, step or
-//!   sequence too long, KV pages exhausted) is its typed error and changes
+//!   sequence too long, more rows/logit rows/entries than planned, a foreign
+//!   handle, an empty entry, KV pages exhausted) is its typed error and changes
 //!   nothing: the run continues exactly as a run that never tried it;
 //! * the memory plan is exact: the planned bytes suffice, one byte less is
-//!   `ArenaExhausted`.
+//!   `ArenaExhausted` (model and engine plans alike), arena untouched.
 //!
 //! Logits are compared as bit patterns (`F32` equality is bitwise here).
 
@@ -400,7 +401,13 @@ proptest! {
                 Entry { seq: b, tokens: &next[1..], all_logits: false },
             ]).expect("decode").to_vec()
         });
-        with_engine!(PagedCache, &bytes, roomy(kv, page), |eng| {
+        // A handle issued by another engine (slot 3, which this engine never issues).
+        let foreign = with_engine!(PagedCache, &bytes, roomy(kv, page), |eng| {
+            (0..4).map(|_| eng.new_seq().expect("seq")).last().expect("4th")
+        });
+        // Tighter step limits than the reference (they must not change logits).
+        let tight = Limits { max_step_tokens: 30, max_logit_rows: 20, ..roomy(kv, page) };
+        with_engine!(PagedCache, &bytes, tight, |eng| {
             let (a, b) = (eng.new_seq().expect("a"), eng.new_seq().expect("b"));
             let gone = eng.new_seq().expect("c");
             eng.step(&Serial, &[Entry { seq: gone, tokens: &pa[..1], all_logits: false }]).expect("c");
@@ -414,21 +421,38 @@ proptest! {
             let mut bad_tokens = pb.clone();
             bad_tokens[bad_at % pb.len()] = v + (bad_at as u32);
             let long = vec![0u32; MAX_LEN];
-            let huge = vec![0u32; 4 * MAX_LEN + 1];
-            let tries: [Try<'_, '_>; 5] = [
+            // Each fits its sequence; together 32..=46 rows > 30 planned.
+            let fill_a = vec![0u32; MAX_LEN - lens.0];
+            let fill_b = vec![0u32; MAX_LEN - lens.1];
+            // 24 rows fit, but 24 logit rows > 20 planned.
+            let twelve = vec![1u32 % v; 12];
+            let one = [Entry { seq: a, tokens: &next[..1], all_logits: false }];
+            let five = [one[0]; 5];
+            let tries: [Try<'_, '_>; 9] = [
                 (&[Entry { seq: a, tokens: &next[..1], all_logits: false },
                    Entry { seq: b, tokens: &bad_tokens, all_logits: false }],
                  |e| matches!(e, Error::TokenOutOfRange { .. })),
                 (&[Entry { seq: a, tokens: &next[..1], all_logits: false },
                    Entry { seq: gone, tokens: &next[..1], all_logits: false }],
                  |e| matches!(e, Error::UnknownSequence { .. })),
+                (&[Entry { seq: b, tokens: &next[..1], all_logits: false },
+                   Entry { seq: foreign, tokens: &next[..1], all_logits: false }],
+                 |e| matches!(e, Error::UnknownSequence { index: 3 })),
                 (&[Entry { seq: a, tokens: &long, all_logits: false }],
-                 |e| matches!(e, Error::SequenceTooLong { .. })),
-                (&[Entry { seq: b, tokens: &huge, all_logits: false }],
-                 |e| matches!(e, Error::BatchTooLarge { .. } | Error::SequenceTooLong { .. })),
+                 |e| matches!(e, Error::SequenceTooLong { max: MAX_LEN, .. })),
+                (&[Entry { seq: a, tokens: &fill_a, all_logits: false },
+                   Entry { seq: b, tokens: &fill_b, all_logits: false }],
+                 |e| matches!(e, Error::BatchTooLarge { max: 30, .. })),
+                (&[Entry { seq: a, tokens: &twelve, all_logits: true },
+                   Entry { seq: b, tokens: &twelve, all_logits: true }],
+                 |e| matches!(e, Error::BatchTooLarge { requested: 24, max: 20 })),
+                (&five,
+                 |e| matches!(e, Error::BatchTooLarge { requested: 5, max: 4 })),
                 (&[Entry { seq: a, tokens: &next[..1], all_logits: false },
                    Entry { seq: a, tokens: &next[1..], all_logits: false }],
                  |e| matches!(e, Error::DuplicateSequence { .. })),
+                (&[Entry { seq: a, tokens: &[], all_logits: false }],
+                 |e| matches!(e, Error::InvalidConfig)),
             ];
             for (i, (batch, is_expected)) in tries.iter().enumerate() {
                 match eng.step(&Serial, batch) {
@@ -500,6 +524,66 @@ proptest! {
         })?;
     }
 
+    /// KV pages exhausted while continuing sequences that already hold
+    /// tokens (each needs one new page, none is free): typed error, every
+    /// sequence and the pool unchanged; after freeing a third sequence the
+    /// same step gives the logits of a roomy run.
+    #[test]
+    fn pool_exhaustion_mid_sequence_changes_nothing(
+        spec in arb_spec(), kv in prop::sample::select(vec![KvType::F16, KvType::F32]),
+        page in 1usize..=4,
+        pa in prop::collection::vec(any::<u32>(), 1..=8),
+        pb in prop::collection::vec(any::<u32>(), 1..=8),
+        extra in 0usize..=4,
+        cont in any::<u32>(),
+    ) {
+        let bytes = synth(&spec);
+        let v = spec.vocab_size as u32;
+        let pa: Vec<u32> = pa.iter().map(|t| t % v).collect();
+        let pb: Vec<u32> = pb.iter().map(|t| t % v).collect();
+        // `page` more tokens always need exactly one more page.
+        let cont: Vec<u32> = (0..page as u32).map(|i| cont.wrapping_add(i) % v).collect();
+        // The filler holds at least two pages, enough for both continuations.
+        let filler_len = 2 * page + extra;
+        let filler: Vec<u32> = (0..filler_len as u32).map(|t| t % v).collect();
+        let pages = |n: usize| n.div_ceil(page);
+        let pool = pages(pa.len()) + pages(pb.len()) + pages(filler_len);
+        let both = |a: SeqId, b: SeqId| [
+            Entry { seq: a, tokens: &cont, all_logits: true },
+            Entry { seq: b, tokens: &cont, all_logits: true },
+        ];
+        let reference = with_engine!(PagedCache, &bytes, roomy(kv, page), |eng| {
+            let (a, b) = (eng.new_seq().expect("a"), eng.new_seq().expect("b"));
+            eng.step(&Serial, &[
+                Entry { seq: a, tokens: &pa, all_logits: false },
+                Entry { seq: b, tokens: &pb, all_logits: false },
+            ]).expect("prompts");
+            eng.step(&Serial, &both(a, b)).expect("continue").to_vec()
+        });
+        with_engine!(PagedCache, &bytes, limits(kv, page, pool), |eng| {
+            let (a, b) = (eng.new_seq().expect("a"), eng.new_seq().expect("b"));
+            let filler_seq = eng.new_seq().expect("filler");
+            eng.step(&Serial, &[
+                Entry { seq: a, tokens: &pa, all_logits: false },
+                Entry { seq: b, tokens: &pb, all_logits: false },
+                Entry { seq: filler_seq, tokens: &filler, all_logits: false },
+            ]).expect("prompts fill the pool");
+            prop_assert_eq!(eng.kv().free_pages(), 0);
+            let e = eng.step(&Serial, &both(a, b)).expect_err("no free page");
+            prop_assert!(matches!(e, Error::KvPagesExhausted { .. }), "{:?}", e);
+            prop_assert_eq!(
+                (eng.seq_len(a).expect("a"), eng.seq_len(b).expect("b"), eng.seq_len(filler_seq).expect("f")),
+                (pa.len(), pb.len(), filler_len)
+            );
+            prop_assert_eq!(eng.kv().free_pages(), 0);
+            prop_assert!(eng.kv().audit(), "page accounting broken");
+            eng.free(filler_seq).expect("free filler");
+            let out = eng.step(&Serial, &both(a, b)).expect("fits after free").to_vec();
+            prop_assert!(out == reference);
+            Ok::<(), TestCaseError>(())
+        })?;
+    }
+
     /// The memory plan suffices at every buffer alignment (it counts each
     /// carve's worst-case padding), and an arena one byte smaller than what
     /// the build takes is `ArenaExhausted` with the arena untouched.
@@ -542,6 +626,20 @@ proptest! {
         let (r, model_used, engine_used) = build(model_plan + engine_plan);
         prop_assert!(r.is_ok(), "the planned size failed: {:?}", r);
         prop_assert!(model_used <= model_plan && engine_used <= engine_plan);
+        // The engine plan is exact: with exactly `engine_plan` bytes left after
+        // the model the build succeeds; with one byte less it is refused, typed.
+        let (r, _, _) = build(model_used + engine_plan);
+        prop_assert!(r.is_ok(), "exactly the engine plan failed: {:?}", r);
+        let (r, _, taken) = build(model_used + engine_plan - 1);
+        prop_assert!(
+            matches!(r, Err(Error::ArenaExhausted { requested, .. }) if requested == engine_plan),
+            "engine plan - 1: {:?}", r
+        );
+        prop_assert_eq!(taken, 0);
+        // Likewise the model plan: one byte less and the model is refused.
+        let (r, used, _) = build(model_plan - 1);
+        prop_assert!(matches!(r, Err(Error::ArenaExhausted { .. })), "model plan - 1: {:?}", r);
+        prop_assert_eq!(used, 0);
         // One byte short of what this build took: the engine build fails, typed, untouched.
         let short = model_used + engine_used - 1;
         let mut buf = vec![0u8; short + 64];
