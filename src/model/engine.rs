@@ -515,22 +515,19 @@ impl<'a, K: KvBuild<'a>> Engine<'a, K> {
             for r in 0..t {
                 let pos = self.row_pos[r] as usize;
                 let style = self.model.rope_style;
-                kernels::rope(
+                // One set of angles per row for its Q and K (same bits as
+                // `kernels::rope` on each).
+                let angles = kernels::RopeAngles::new(cfg.n_rot, pos, self.theta_scale)?;
+                angles.apply(
                     &mut self.q[r * qd..(r + 1) * qd],
                     cfg.n_heads,
                     cfg.head_dim,
-                    cfg.n_rot,
-                    pos,
-                    self.theta_scale,
                     style,
                 )?;
-                kernels::rope(
+                angles.apply(
                     &mut self.k[r * kvd..(r + 1) * kvd],
                     cfg.n_kv_heads,
                     cfg.head_dim,
-                    cfg.n_rot,
-                    pos,
-                    self.theta_scale,
                     style,
                 )?;
                 let seq = batch[self.row_entry[r] as usize].seq;
