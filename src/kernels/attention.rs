@@ -180,27 +180,35 @@ fn group_f16<K: KvRead + ?Sized>(
     let mut b = [[[0i64; MAX_HEAD_DIM]; 3]; MAX_GROUP];
     let mut wide = [[ExactAcc::default(); MAX_HEAD_DIM]; MAX_GROUP];
     let mut bad = [false; MAX_GROUP];
+    let mut r0 = [0i32; MAX_HEAD_DIM];
+    let mut r1 = [0i32; MAX_HEAD_DIM];
     for t in 0..n_ctx {
         let KvSlice::F16(v) = kv.v(t) else {
             return Err(Error::InvalidConfig);
         };
         let v = v.get(k0..k0 + hd).ok_or(Error::InvalidConfig)?;
         let mut v_bad = false;
-        for ((&vb, x), a) in v.iter().zip(rv.iter_mut()).zip(ra.iter_mut()) {
-            (*x, *a) = f16_split(vb);
+        for (&vb, (x0, x1)) in v.iter().zip(r0.iter_mut().zip(r1.iter_mut())) {
+            let (x, a) = f16_split(vb);
+            // Class 0 in x0, class 1 in x1, the other one zero.
+            (*x0, *x1) = if a == 0 { (x, 0) } else { (0, x) };
             v_bad |= f16_nonfinite(vb);
         }
         for gi in 0..group {
             let pb = scores[gi * n_ctx + t].to_f16_bits();
             bad[gi] |= v_bad | f16_nonfinite(pb);
             let (pv, pa) = f16_split(pb);
-            let bg = &mut b[gi];
-            for d in 0..hd {
-                let prod = pv as i64 * rv[d] as i64;
-                let c = pa + ra[d];
-                bg[0][d] += if c == 0 { prod } else { 0 };
-                bg[1][d] += if c == 1 { prod } else { 0 };
-                bg[2][d] += if c == 2 { prod } else { 0 };
+            // class(p·v_d) = class(p) + class(v_d): p's class picks the two
+            // buckets, each takes one product per position (as before).
+            let [c0, c1, c2] = &mut b[gi];
+            let (lo, hi) = if pa == 0 { (c0, c1) } else { (c1, c2) };
+            for ((l, h), (&x0, &x1)) in lo[..hd]
+                .iter_mut()
+                .zip(hi[..hd].iter_mut())
+                .zip(r0[..hd].iter().zip(&r1[..hd]))
+            {
+                *l += pv as i64 * x0 as i64;
+                *h += pv as i64 * x1 as i64;
             }
         }
         if (t + 1) % F16_FLUSH == 0 {

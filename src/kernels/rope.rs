@@ -51,16 +51,112 @@ pub fn rope(
     let mut theta = F32::from_i64(pos as i64);
     for i in 0..half {
         let (sin, cos) = theta.sin_cos();
-        let (a, b) = match style {
-            RopeStyle::Norm => (2 * i, 2 * i + 1),
-            RopeStyle::Neox => (i, i + half),
-        };
-        for head in x.chunks_exact_mut(head_dim) {
-            let (x0, x1) = (head[a], head[b]);
-            head[a] = x0 * cos - x1 * sin;
-            head[b] = x0 * sin + x1 * cos;
-        }
+        rotate_pair(x, head_dim, i, half, sin, cos, style);
         theta = theta * theta_scale;
     }
     Ok(())
+}
+
+/// Most rotated pairs ([`RopeAngles`] capacity): `n_rot / 2` for head
+/// dimensions up to 256.
+pub const MAX_ROPE_PAIRS: usize = 128;
+
+/// The `(sin, cos)` of every pair for one position, computed once and applied
+/// to several tensors (a row's Q and K): [`rope`] with the angles reused, the
+/// same bits.
+#[derive(Clone, Copy, Debug)]
+pub struct RopeAngles {
+    sin: [F32; MAX_ROPE_PAIRS],
+    cos: [F32; MAX_ROPE_PAIRS],
+    half: usize,
+}
+
+impl RopeAngles {
+    /// The angles of position `pos` ([`rope`]'s recurrence); `Err` if
+    /// `n_rot` is odd or above `2 · MAX_ROPE_PAIRS`.
+    pub fn new(n_rot: usize, pos: usize, theta_scale: F32) -> Result<Self> {
+        if !n_rot.is_multiple_of(2) || n_rot / 2 > MAX_ROPE_PAIRS {
+            return Err(Error::InvalidConfig);
+        }
+        let half = n_rot / 2;
+        let mut a = RopeAngles {
+            sin: [F32::ZERO; MAX_ROPE_PAIRS],
+            cos: [F32::ZERO; MAX_ROPE_PAIRS],
+            half,
+        };
+        let mut theta = F32::from_i64(pos as i64);
+        for i in 0..half {
+            (a.sin[i], a.cos[i]) = theta.sin_cos();
+            theta = theta * theta_scale;
+        }
+        Ok(a)
+    }
+
+    /// Rotates every head of `x` (n_heads, head_dim) as [`rope`] would.
+    pub fn apply(
+        &self,
+        x: &mut [F32],
+        n_heads: usize,
+        head_dim: usize,
+        style: RopeStyle,
+    ) -> Result<()> {
+        check_len(
+            n_heads.checked_mul(head_dim).ok_or(Error::SizeOverflow)?,
+            x.len(),
+        )?;
+        if 2 * self.half > head_dim {
+            return Err(Error::InvalidConfig);
+        }
+        for i in 0..self.half {
+            rotate_pair(x, head_dim, i, self.half, self.sin[i], self.cos[i], style);
+        }
+        Ok(())
+    }
+}
+
+/// Rotates pair `i` of every head by `(sin, cos)`.
+#[inline(always)]
+fn rotate_pair(
+    x: &mut [F32],
+    head_dim: usize,
+    i: usize,
+    half: usize,
+    sin: F32,
+    cos: F32,
+    style: RopeStyle,
+) {
+    let (a, b) = match style {
+        RopeStyle::Norm => (2 * i, 2 * i + 1),
+        RopeStyle::Neox => (i, i + half),
+    };
+    for head in x.chunks_exact_mut(head_dim) {
+        let (x0, x1) = (head[a], head[b]);
+        head[a] = x0 * cos - x1 * sin;
+        head[b] = x0 * sin + x1 * cos;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Angles computed once and applied give `rope`'s bits, both styles.
+    #[test]
+    fn angles_equal_rope() {
+        let ts = rope_theta_scale(F32::from_u32(10000), 64);
+        for style in [RopeStyle::Norm, RopeStyle::Neox] {
+            for pos in [0usize, 1, 7, 100, 4095, 100_000] {
+                let x: [F32; 3 * 64] = core::array::from_fn(|i| {
+                    F32::from_i32((i as i32 * 37 + pos as i32) % 101 - 50) / F32::from_i32(7)
+                });
+                let (mut a, mut b) = (x, x);
+                rope(&mut a, 3, 64, 64, pos, ts, style).unwrap();
+                let ang = RopeAngles::new(64, pos, ts).unwrap();
+                ang.apply(&mut b, 3, 64, style).unwrap();
+                assert!(a.iter().zip(&b).all(|(p, q)| p.to_bits() == q.to_bits()));
+            }
+        }
+        assert!(RopeAngles::new(3, 0, ts).is_err());
+        assert!(RopeAngles::new(2 * MAX_ROPE_PAIRS + 2, 0, ts).is_err());
+    }
 }

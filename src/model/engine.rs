@@ -16,7 +16,7 @@
 use super::config::Config;
 use super::weights::{Model, TensorRef};
 use crate::kernels::{self, matmul_scratch_len};
-use crate::kv::{KvConfig, KvStore, KvType, Reservation, SeqId};
+use crate::kv::{KvConfig, KvRead, KvSlice, KvStore, KvType, Reservation, SeqId};
 use crate::quant::{ActKind, GgmlType, QActs};
 use crate::{Arena, Error, F32, Parallel, Result};
 
@@ -209,7 +209,8 @@ impl Sizes {
                 t.checked_mul(q)?,
                 t.checked_mul(kv)?,
                 t.checked_mul(kv)?,
-                t.checked_mul(q.checked_add(lim.max_seq_len.checked_mul(attn_group(cfg))?)?)?,
+                t.checked_mul(q.checked_add(lim.max_seq_len.checked_mul(attn_group(cfg))?)?)?
+                    .max(attn_unit_len(cfg, lim.max_seq_len).checked_mul(cfg.n_kv_heads.max(1))?),
                 t.checked_mul(q)?,
                 t.checked_mul(d)?,
                 t.checked_mul(h)?,
@@ -514,22 +515,19 @@ impl<'a, K: KvBuild<'a>> Engine<'a, K> {
             for r in 0..t {
                 let pos = self.row_pos[r] as usize;
                 let style = self.model.rope_style;
-                kernels::rope(
+                // One set of angles per row for its Q and K (same bits as
+                // `kernels::rope` on each).
+                let angles = kernels::RopeAngles::new(cfg.n_rot, pos, self.theta_scale)?;
+                angles.apply(
                     &mut self.q[r * qd..(r + 1) * qd],
                     cfg.n_heads,
                     cfg.head_dim,
-                    cfg.n_rot,
-                    pos,
-                    self.theta_scale,
                     style,
                 )?;
-                kernels::rope(
+                angles.apply(
                     &mut self.k[r * kvd..(r + 1) * kvd],
                     cfg.n_kv_heads,
                     cfg.head_dim,
-                    cfg.n_rot,
-                    pos,
-                    self.theta_scale,
                     style,
                 )?;
                 let seq = batch[self.row_entry[r] as usize].seq;
@@ -541,26 +539,44 @@ impl<'a, K: KvBuild<'a>> Engine<'a, K> {
                     &self.v[r * kvd..(r + 1) * kvd],
                 )?;
             }
-            // Attention, one row per chunk: (out q_dim | scores max_seq_len).
-            let ws = qd + self.lim.max_seq_len * attn_group(&cfg);
-            {
+            // Attention, one (row, KV head) unit per chunk: (out group·head_dim |
+            // scores group·max_seq_len). Each unit is the same per-head exact
+            // arithmetic whatever the split, so a decode row's KV heads can run
+            // on different threads. Units go in passes of what `att` holds.
+            let group = cfg.n_heads / cfg.n_kv_heads.max(1);
+            let n_kv = cfg.n_kv_heads.max(1);
+            let unit = attn_unit_len(&cfg, self.lim.max_seq_len);
+            let per_pass = (self.att.len() / unit.max(1)).max(1);
+            let n_units = t * n_kv;
+            let gq = group * cfg.head_dim;
+            let mut u0 = 0;
+            while u0 < n_units {
+                let nu = per_pass.min(n_units - u0);
                 let kv = &self.kv;
                 let q = &*self.q;
                 let row_entry = &*self.row_entry;
                 let row_pos = &*self.row_pos;
                 let scale = self.attn_scale;
                 let failed = core::sync::atomic::AtomicBool::new(false);
-                par.for_each_chunk(&mut self.att[..t * ws], ws, &|r, chunk| {
-                    let (out, scores) = chunk.split_at_mut(qd);
+                let att = self.att.get_mut(..nu * unit).ok_or(Error::InvalidConfig)?;
+                par.for_each_chunk(att, unit, &|i, chunk| {
+                    let u = u0 + i;
+                    let (r, g) = (u / n_kv, u % n_kv);
+                    let (out, scores) = chunk.split_at_mut(gq);
                     let seq = batch[row_entry[r] as usize].seq;
                     let n_ctx = row_pos[r] as usize + 1;
                     let ok = kv.view(seq, l).and_then(|view| {
+                        let head = KvHead {
+                            inner: &view,
+                            k0: g * cfg.head_dim,
+                            len: cfg.head_dim,
+                        };
                         kernels::attention(
-                            &q[r * qd..(r + 1) * qd],
-                            &view,
+                            &q[r * qd + g * gq..r * qd + (g + 1) * gq],
+                            &head,
                             n_ctx,
-                            cfg.n_heads,
-                            cfg.n_kv_heads,
+                            group,
+                            1,
                             cfg.head_dim,
                             scale,
                             scores,
@@ -574,9 +590,13 @@ impl<'a, K: KvBuild<'a>> Engine<'a, K> {
                 if failed.load(core::sync::atomic::Ordering::Relaxed) {
                     return Err(Error::InvalidConfig);
                 }
-            }
-            for r in 0..t {
-                self.ob[r * qd..(r + 1) * qd].copy_from_slice(&self.att[r * ws..r * ws + qd]);
+                for i in 0..nu {
+                    let u = u0 + i;
+                    let (r, g) = (u / n_kv, u % n_kv);
+                    self.ob[r * qd + g * gq..r * qd + (g + 1) * gq]
+                        .copy_from_slice(&self.att[i * unit..i * unit + gq]);
+                }
+                u0 += nu;
             }
             self.acts_q.load(&self.ob[..t * qd])?;
             let wo = self.model.matrix(&w.wo)?;
@@ -612,7 +632,24 @@ impl<'a, K: KvBuild<'a>> Engine<'a, K> {
                 &mut self.hb2[..t * hd],
                 self.mm,
             )?;
-            kernels::swiglu(&mut self.hb[..t * hd], &self.hb2[..t * hd])?;
+            {
+                // Elementwise, so split over the workers (any split, same bits).
+                let up = &self.hb2[..t * hd];
+                let cl = (t * hd).div_ceil(par.threads().max(1)).max(1);
+                let failed = core::sync::atomic::AtomicBool::new(false);
+                par.for_each_chunk(&mut self.hb[..t * hd], cl, &|i, g| {
+                    let ok = up
+                        .get(i * cl..i * cl + g.len())
+                        .ok_or(Error::InvalidConfig)
+                        .and_then(|u| kernels::swiglu(g, u));
+                    if ok.is_err() {
+                        failed.store(true, core::sync::atomic::Ordering::Relaxed);
+                    }
+                });
+                if failed.load(core::sync::atomic::Ordering::Relaxed) {
+                    return Err(Error::InvalidConfig);
+                }
+            }
             self.acts_hidden.load(&self.hb[..t * hd])?;
             let wd = self.model.matrix(&w.w_down)?;
             kernels::matmul(
@@ -656,6 +693,41 @@ impl<'a, K: KvBuild<'a>> Engine<'a, K> {
 /// buffer holds that many rows of `max_seq_len`).
 fn attn_group(cfg: &Config) -> usize {
     (cfg.n_heads / cfg.n_kv_heads.max(1)).clamp(1, kernels::attention::MAX_GROUP)
+}
+
+/// Elements of one attention unit (one row, one KV head):
+/// `group·head_dim` outputs and `group·max_seq_len` scores.
+fn attn_unit_len(cfg: &Config, max_seq_len: usize) -> usize {
+    let group = cfg.n_heads / cfg.n_kv_heads.max(1);
+    group
+        .saturating_mul(cfg.head_dim)
+        .saturating_add(group.saturating_mul(max_seq_len))
+}
+
+/// The columns `k0..k0 + len` (one KV head) of every cached row.
+struct KvHead<'v, V: KvRead> {
+    inner: &'v V,
+    k0: usize,
+    len: usize,
+}
+
+impl<V: KvRead> KvRead for KvHead<'_, V> {
+    fn k(&self, pos: usize) -> KvSlice<'_> {
+        head_cols(self.inner.k(pos), self.k0, self.len)
+    }
+    fn v(&self, pos: usize) -> KvSlice<'_> {
+        head_cols(self.inner.v(pos), self.k0, self.len)
+    }
+}
+
+/// Columns `k0..k0 + len` of a row; an empty row (rejected by the kernel's
+/// shape check) if it is too short.
+fn head_cols(row: KvSlice<'_>, k0: usize, len: usize) -> KvSlice<'_> {
+    let end = k0.saturating_add(len);
+    match row {
+        KvSlice::F16(r) => KvSlice::F16(r.get(k0..end).unwrap_or(&[])),
+        KvSlice::F32(r) => KvSlice::F32(r.get(k0..end).unwrap_or(&[])),
+    }
 }
 
 /// Largest `n_out` of the per-layer matrices.

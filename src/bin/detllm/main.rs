@@ -1017,6 +1017,8 @@ fn bench(a: BenchArgs) -> Res<ExitCode> {
         }
     }
     let rss = peak_rss();
+    let kv_bytes =
+        PagedCache::bytes_required(&shape.limits().kv_config(s.engine.config())).unwrap_or(0);
     if a.json {
         println!(
             "{}",
@@ -1024,19 +1026,21 @@ fn bench(a: BenchArgs) -> Res<ExitCode> {
                 "prefill_tok_s": round1(best_pre), "decode_tok_s": round1(best_dec),
                 "aggregate_tok_s": round1(best_agg), "batch": b, "threads": a.m.threads,
                 "peak_rss_bytes": rss, "prompt_tokens": prompt.len(), "gen_tokens": a.gen_tokens,
-                "model_bytes": mapped.bytes().len(),
+                "model_bytes": mapped.bytes().len(), "kv_bytes": kv_bytes,
             })
         );
     } else {
         println!(
-            "prefill {:.1} tok/s ({} tokens) | decode {:.1} tok/s | aggregate {:.1} tok/s at batch {} | threads {} | peak RSS {:.1} MiB",
+            "prefill {:.1} tok/s ({} tokens) | decode {:.1} tok/s per sequence | aggregate {:.1} tok/s at batch {} | threads {} | peak RSS {:.1} MiB (model {:.1} MiB + KV {:.1} MiB)",
             best_pre,
             prompt.len(),
             best_dec,
             best_agg,
             b,
             a.m.threads,
-            rss as f64 / (1 << 20) as f64
+            rss as f64 / (1 << 20) as f64,
+            mapped.bytes().len() as f64 / (1 << 20) as f64,
+            kv_bytes as f64 / (1 << 20) as f64
         );
     }
     Ok(ExitCode::SUCCESS)

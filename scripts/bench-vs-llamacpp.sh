@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# detllm vs llama.cpp on the same machine, in the same run.
+#
+#   bash scripts/bench-vs-llamacpp.sh [ROUNDS]        (default 3 rounds)
+#
+# Sets up .venv-llamacpp/ (gitignored) with llama-cpp-python 0.3.36 and numpy
+# if missing (the first time compiles llama.cpp: ~10+ minutes), builds
+# `detllm` (release, feature cli), then ALTERNATES, ROUNDS times:
+#   llama.cpp via shared/tools/llamacpp_ref.py (threads 1 and 2; its own best
+#   of 3 on a 37-token chat prompt and 128 generated tokens), and
+#   `detllm bench --json` at threads 1 and 2 (batch 1) and batch 8.
+# Each figure is the best over the rounds. Prints the table and the ratios
+# detllm / llama.cpp (decode batch 1, each at its best thread count; prefill),
+# detllm's aggregate decode at batch 8 vs its batch-1 rate, and peak RSS vs
+# model file + KV cache. Environment: DETLLM_MODEL (model path),
+# LLAMACPP_REF (path of llamacpp_ref.py), GEN (tokens per bench, default 64).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo="$(pwd)"
+source scripts/lib.sh
+rounds="${1:-3}"
+gen="${GEN:-64}"
+model="$(bash scripts/fetch-model.sh)"
+
+# Where llamacpp_ref.py is: $LLAMACPP_REF, else ../shared next to the
+# repository (or next to the main checkout of a git worktree).
+ref="${LLAMACPP_REF:-}"
+if [ -z "$ref" ]; then
+    common="$(git rev-parse --path-format=absolute --git-common-dir 2>/dev/null || echo "$repo/.git")"
+    for c in "$repo/../shared/tools/llamacpp_ref.py" "$(dirname "$common")/../shared/tools/llamacpp_ref.py"; do
+        if [ -f "$c" ]; then ref="$c"; break; fi
+    done
+fi
+[ -n "$ref" ] && [ -f "$ref" ] || { echo "llamacpp_ref.py not found; set LLAMACPP_REF" >&2; exit 1; }
+
+# The Python environment.
+venv="$repo/.venv-llamacpp"
+if ! "$venv/bin/python" -c 'import llama_cpp, numpy' >/dev/null 2>&1; then
+    python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || ensure_apt python3-venv
+    command -v cc >/dev/null 2>&1 && command -v cmake >/dev/null 2>&1 || ensure_apt build-essential cmake
+    [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+    echo "installing llama-cpp-python 0.3.36 into $venv (compiles llama.cpp, ~10+ min)..." >&2
+    "$venv/bin/pip" install --quiet llama-cpp-python==0.3.36 numpy >&2
+fi
+
+cargo build --quiet --release --features cli
+bin="${CARGO_TARGET_DIR:-$repo/target}/release/detllm"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+
+for r in $(seq 1 "$rounds"); do
+    echo "round $r/$rounds: llama.cpp" >&2
+    "$venv/bin/python" "$ref" "$model" "$tmp/ref.json" 1 2 >/dev/null
+    "$venv/bin/python" -c 'import json,sys; [print(json.dumps(s)) for s in json.load(open(sys.argv[1]))["speed"]]' \
+        "$tmp/ref.json" >>"$tmp/llama.jsonl"
+    echo "round $r/$rounds: detllm" >&2
+    for t in 1 2; do
+        "$bin" bench --model "$model" --threads "$t" --gen-tokens "$gen" --json >>"$tmp/detllm.jsonl"
+    done
+    "$bin" bench --model "$model" --threads 2 --batch 8 --gen-tokens "$gen" --json >>"$tmp/detllm.jsonl"
+    "$bin" bench --model "$model" --threads 1 --batch 8 --gen-tokens "$gen" --json >>"$tmp/detllm.jsonl"
+done
+
+"$venv/bin/python" - "$tmp/llama.jsonl" "$tmp/detllm.jsonl" "$(nproc)" "$(uname -m)" <<'PY'
+import json, sys, datetime
+llama = [json.loads(l) for l in open(sys.argv[1])]
+det = [json.loads(l) for l in open(sys.argv[2])]
+def best(rows, key, **where):
+    v = [r[key] for r in rows if all(r.get(k) == x for k, x in where.items())]
+    return max(v) if v else float("nan")
+print(f"# {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {sys.argv[4]}, {sys.argv[3]} cores; best of {len(llama)//2} rounds")
+print(f"{'':24}{'llama.cpp t1':>14}{'llama.cpp t2':>14}{'detllm t1':>12}{'detllm t2':>12}")
+for key, name in (("prefill_tok_s", "prefill tok/s"), ("decode_tok_s", "decode b1 tok/s")):
+    l1, l2 = best(llama, key, threads=1), best(llama, key, threads=2)
+    d1, d2 = best(det, key, threads=1, batch=1), best(det, key, threads=2, batch=1)
+    print(f"{name:24}{l1:>14.1f}{l2:>14.1f}{d1:>12.1f}{d2:>12.1f}")
+a1, a2 = best(det, "aggregate_tok_s", threads=1, batch=8), best(det, "aggregate_tok_s", threads=2, batch=8)
+print(f"{'aggregate b8 tok/s':24}{'':>14}{'':>14}{a1:>12.1f}{a2:>12.1f}")
+ratio = lambda k, src, b=None: max(best(src, k, threads=t, **({} if b is None else {"batch": b})) for t in (1, 2))
+dec = ratio("decode_tok_s", det, 1) / ratio("decode_tok_s", llama)
+pre = ratio("prefill_tok_s", det, 1) / ratio("prefill_tok_s", llama)
+agg = max(a1, a2) / ratio("decode_tok_s", det, 1)
+print(f"decode batch 1, best threads: detllm/llama.cpp = {dec:.2f}x   (target >= 1.0)")
+for t in (1, 2):
+    print(f"  at threads {t}: {best(det, 'decode_tok_s', threads=t, batch=1) / best(llama, 'decode_tok_s', threads=t):.2f}x")
+print(f"prefill ({llama[0]['prompt_tokens']} tokens), best threads: detllm/llama.cpp = {pre:.2f}x   (target >= 1.0)")
+for t in (1, 2):
+    print(f"  at threads {t}: {best(det, 'prefill_tok_s', threads=t, batch=1) / best(llama, 'prefill_tok_s', threads=t):.2f}x")
+print(f"aggregate decode batch 8 / detllm batch 1 = {agg:.2f}x   (target >= 3.0)")
+for b in (1, 8):
+    r = [x for x in det if x["batch"] == b][0]
+    rss = max(x["peak_rss_bytes"] for x in det if x["batch"] == b)
+    base = r["model_bytes"] + r.get("kv_bytes", 0)
+    print(f"peak RSS batch {b}: {rss/2**20:.1f} MiB = {rss/base:.3f} x (model file {r['model_bytes']/2**20:.1f} MiB"
+          f" + KV {r.get('kv_bytes', 0)/2**20:.1f} MiB)   (target <= 1.10)")
+PY
