@@ -9,6 +9,10 @@
 //! * a different model file is reported as a SHA-256 mismatch before any work;
 //! * truncated, garbled, non-JSON, wrong-version and incomplete files are
 //!   clean errors (non-zero exit, one message, no panic).
+//!
+//! The same properties run without any download on the synthetic model
+//! (`SynthSpec::TINY` written to a temp file) against the committed
+//! tests/data/synth-transcript.json.
 
 #[path = "gguf_util.rs"]
 mod util;
