@@ -9,6 +9,10 @@
 //! * a different model file is reported as a SHA-256 mismatch before any work;
 //! * truncated, garbled, non-JSON, wrong-version and incomplete files are
 //!   clean errors (non-zero exit, one message, no panic).
+//!
+//! The same properties run without any download on the synthetic model
+//! (`SynthSpec::TINY` written to a temp file) against the committed
+//! tests/data/synth-transcript.json.
 
 #[path = "gguf_util.rs"]
 mod util;
@@ -260,5 +264,64 @@ proptest! {
         let (code, out, _) = verify(model, &t, &format!("step-{k}.json"));
         prop_assert_eq!(code, 1, "{}", out);
         prop_assert_eq!(diverged_at(&out), Some(k), "{}", out);
+    }
+}
+
+/// The synthetic model (`SynthSpec::TINY`) written to a temp file, and the
+/// committed transcript of its seeded sampled generation.
+fn synth() -> &'static (PathBuf, Value) {
+    static F: OnceLock<(PathBuf, Value)> = OnceLock::new();
+    F.get_or_init(|| {
+        let p = tmp("synth.gguf");
+        let bytes = detllm::model::synth::synth_vec(&detllm::model::synth::SynthSpec::TINY)
+            .expect("synthetic model");
+        std::fs::write(&p, bytes).expect("write synthetic model");
+        let t = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/synth-transcript.json");
+        let v: Value =
+            serde_json::from_str(&std::fs::read_to_string(t).expect("read")).expect("json");
+        (p, v)
+    })
+}
+
+#[test]
+fn the_committed_synthetic_transcript_verifies_through_the_cli() {
+    let (model, v) = synth();
+    let n = v["steps"].as_array().map(Vec::len).expect("steps");
+    let (code, out, err) = verify(model, v, "synth.json");
+    assert_eq!(code, 0, "{out}{err}");
+    let last = v["final_digest"].as_str().expect("final digest");
+    assert_eq!(out.trim(), format!("verified: {n} steps, digest {last}"));
+    // A parameter edit fails at step 0 here too.
+    let mut t = v.clone();
+    t["sampling"]["seed"] = (v["sampling"]["seed"].as_u64().unwrap() + 1).into();
+    let (code, out, _) = verify(model, &t, "synth-seed.json");
+    assert_eq!(code, 1, "{out}");
+    assert_eq!(diverged_at(&out), Some(0), "{out}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 8, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// On the synthetic model: changing step `k`'s id or digest fails at step `k`,
+    /// and the report names both digests.
+    #[test]
+    fn synth_an_edited_step_fails_at_that_step(k in 0usize..12, id in any::<bool>(), delta in 1u64..96) {
+        let (model, v) = synth();
+        let mut t = v.clone();
+        let expected = v["steps"][k]["digest"].as_str().unwrap().to_string();
+        if id {
+            let old = t["steps"][k]["id"].as_u64().unwrap();
+            t["steps"][k]["id"] = ((old + delta) % 96).into();
+        } else {
+            let flipped = format!("{}{}", if expected.starts_with('0') { '1' } else { '0' }, &expected[1..]);
+            t["steps"][k]["digest"] = flipped.into();
+        }
+        let (code, out, _) = verify(model, &t, &format!("synth-step-{k}.json"));
+        prop_assert_eq!(code, 1, "{}", out);
+        prop_assert_eq!(diverged_at(&out), Some(k), "{}", out);
+        // The original digest is printed either as the expected one (id edit)
+        // or as the produced one (digest edit), with both tokens.
+        prop_assert!(out.contains(&expected), "{}", out);
+        prop_assert!(out.contains("expected token") && out.contains("produced token"), "{}", out);
     }
 }

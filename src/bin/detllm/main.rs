@@ -323,7 +323,7 @@ pub fn arena_size(bytes: &[u8], shape: Shape) -> Res<usize> {
     let file = File::parse(bytes).map_err(|e| format!("malformed GGUF: {e}"))?;
     let cfg = detllm::model::Config::from_gguf(&file).map_err(|e| e.to_string())?;
     let mut total = Model::bytes_required(&cfg).ok_or("size overflow")?;
-    total += Tokenizer::bytes_required_gguf(&file).map_err(|e| e.to_string())?;
+    total += transcript::tokenizer_bytes(&file)?;
     total += Workspace::bytes_required(MAX_PROMPT_BYTES).ok_or("size overflow")?;
     // The engine's size depends on the bound model; bind it in a scratch arena.
     let mut scratch = vec![0u8; Model::bytes_required(&cfg).ok_or("size overflow")?];
@@ -344,7 +344,7 @@ impl<'a> Session<'a> {
     ) -> Res<Session<'a>> {
         let file = File::parse(bytes).map_err(|e| format!("malformed GGUF: {e}"))?;
         let model = Model::from_gguf(&file, bytes, arena).map_err(|e| e.to_string())?;
-        let tok = Tokenizer::from_gguf(&file, arena).map_err(|e| e.to_string())?;
+        let tok = transcript::tokenizer(&file, arena)?;
         let work = Workspace::new(arena, MAX_PROMPT_BYTES).map_err(|e| e.to_string())?;
         let vocab = model.cfg.vocab_size;
         let engine = Engine::new(model, shape.limits(), arena).map_err(|e| e.to_string())?;

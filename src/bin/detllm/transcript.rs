@@ -5,6 +5,7 @@
 use super::{Mapped, Res, SeqRun, Session, Shape, hex, model_path, run_batch};
 use detllm::F32;
 use detllm::sample::SamplingParams;
+use detllm::tokenizer::Tokenizer;
 use serde_json::{Value, json};
 use std::path::Path;
 use std::process::ExitCode;
@@ -281,4 +282,53 @@ fn run_batch_logged(
     run_batch(s, &[prompt.to_vec()], params, n, |_, _, _, row| {
         log.push(row.to_vec())
     })
+}
+
+/// The one-token vocabulary of a model without tokenizer metadata (such as
+/// the synthetic test model): no BOS, no EOS, no end-of-generation id, so
+/// generation from prompt ids (`verify`) runs to the step count, as the
+/// library's own runs do. Text prompts cannot be encoded with it.
+const NO_VOCAB_TEXT: &[u8] = b"<unk>";
+
+fn no_vocab() -> detllm::tokenizer::SliceVocab<'static, 'static> {
+    const TOKENS: &[&[u8]] = &[NO_VOCAB_TEXT];
+    detllm::tokenizer::SliceVocab {
+        model: "llama",
+        pre: None,
+        base: NO_VOCAB_TEXT,
+        tokens: TOKENS,
+        token_types: None,
+        scores: None,
+        merges: None,
+        bos: None,
+        eos: None,
+        add_bos: Some(false),
+        add_eos: Some(false),
+        add_space_prefix: Some(false),
+    }
+}
+
+fn has_vocab(file: &detllm::gguf::File<'_>) -> bool {
+    file.get("tokenizer.ggml.tokens").is_some()
+}
+
+/// Arena bytes of `file`'s tokenizer (or of the fallback when it has none).
+pub fn tokenizer_bytes(file: &detllm::gguf::File<'_>) -> Res<usize> {
+    if has_vocab(file) {
+        Tokenizer::bytes_required_gguf(file).map_err(|e| e.to_string())
+    } else {
+        Tokenizer::bytes_required_for(&no_vocab()).map_err(|e| e.to_string())
+    }
+}
+
+/// `file`'s tokenizer, or the one-token fallback when it has no vocabulary.
+pub fn tokenizer<'a>(
+    file: &detllm::gguf::File<'a>,
+    arena: &mut detllm::Arena<'a>,
+) -> Res<Tokenizer<'a>> {
+    if has_vocab(file) {
+        Tokenizer::from_gguf(file, arena).map_err(|e| e.to_string())
+    } else {
+        Tokenizer::build(&no_vocab(), arena).map_err(|e| e.to_string())
+    }
 }
