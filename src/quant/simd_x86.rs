@@ -66,7 +66,7 @@ fn q4_1_multi_entry(
     t: &ActTile<'_>,
 ) -> [Fused; ACT_TILE] {
     // SAFETY: only reachable through `fused_multi_fn`, which checked AVX2.
-    unsafe { fused_avx2_multi::<true>(group, rb, b0, nb, t) }
+    unsafe { fused_avx2::<true, ACT_TILE>(group, rb, b0, nb, t) }
 }
 
 fn q8_0_multi_entry(
@@ -77,7 +77,19 @@ fn q8_0_multi_entry(
     t: &ActTile<'_>,
 ) -> [Fused; ACT_TILE] {
     // SAFETY: only reachable through `fused_multi_fn`, which checked AVX2.
-    unsafe { fused_avx2_multi::<false>(group, rb, b0, nb, t) }
+    unsafe { fused_avx2::<false, ACT_TILE>(group, rb, b0, nb, t) }
+}
+
+/// A tile holding one input row.
+fn one_row<'x>(qs: &'x [i8], sc: &'x [ActScale], ch: &ChunkScale) -> ActTile<'x> {
+    let mut t = ActTile {
+        n: 1,
+        qs: [&[]; ACT_TILE],
+        sc: [&[]; ACT_TILE],
+        ch: [ChunkScale::default(); ACT_TILE],
+    };
+    (t.qs[0], t.sc[0], t.ch[0]) = (qs, sc, *ch);
+    t
 }
 
 fn q4_1_entry(
@@ -89,8 +101,10 @@ fn q4_1_entry(
     sc: &[ActScale],
     ch: &ChunkScale,
 ) -> Fused {
+    let t = one_row(qs, sc, ch);
     // SAFETY: only reachable through `fused_fn`, which checked AVX2.
-    unsafe { fused_avx2::<true>(group, rb, b0, nb, qs, sc, ch) }
+    let [r] = unsafe { fused_avx2::<true, 1>(group, rb, b0, nb, &t) };
+    r
 }
 
 fn q8_0_entry(
@@ -102,8 +116,10 @@ fn q8_0_entry(
     sc: &[ActScale],
     ch: &ChunkScale,
 ) -> Fused {
+    let t = one_row(qs, sc, ch);
     // SAFETY: only reachable through `fused_fn`, which checked AVX2.
-    unsafe { fused_avx2::<false>(group, rb, b0, nb, qs, sc, ch) }
+    let [r] = unsafe { fused_avx2::<false, 1>(group, rb, b0, nb, &t) };
+    r
 }
 
 /// Guessed base below the first block's shift: weight scales of one row
@@ -159,146 +175,28 @@ fn rel_track(
 }
 
 /// Single pass over one chunk of a group of four rows (Q4_1 if `Q41`, else
-/// Q8_0): decodes the scales, checks the relative shifts, sums in `i64`.
+/// Q8_0) for the first `min(t.n, N)` input rows of the tile: decodes the
+/// weight scales against guessed bases, checks the relative shifts, sums in
+/// `i64`. Each weight block's scales and bytes are decoded once and used for
+/// every row of the tile, so the per-row work is only the byte dots and the
+/// exact accumulation; `N = 1` is the single-row kernel.
 #[target_feature(enable = "avx2")]
-fn fused_avx2<const Q41: bool>(
-    group: &[u8],
-    rb: usize,
-    b0: usize,
-    nb: usize,
-    qs: &[i8],
-    sc: &[ActScale],
-    ch: &ChunkScale,
-) -> Fused {
-    let bs: usize = if Q41 { 20 } else { 34 };
-    let mut res = Fused {
-        ok: false,
-        d: [0; ROW_GROUP],
-        dbase: [0; ROW_GROUP],
-        m: [0; ROW_GROUP],
-        mbase: [0; ROW_GROUP],
-        bad: [false; ROW_GROUP],
-    };
-    // Every read below lies inside `group`: the furthest is the end of
-    // block b0 + nb - 1 of row 3, at 3·rb + (b0 + nb)·bs ≤ 4·rb ≤ len.
-    let in_bounds = rb <= (i32::MAX as usize) / 4
-        && group.len() >= ROW_GROUP * rb
-        && (b0 + nb) * bs <= rb
-        && qs.len() >= nb * QK
-        && sc.len() >= nb
-        && nb > 0;
-    if !in_bounds {
-        return res;
-    }
-    let base_ptr = group.as_ptr();
-    // 4 bytes at the start of block b of each row: d (and m for Q4_1).
-    let head = |b: usize| {
-        let o = b * bs;
-        // SAFETY: r·rb + b·bs + 4 ≤ 4·rb ≤ group.len() (checked above).
-        let rd = |r: usize| unsafe { base_ptr.add(r * rb + o).cast::<i32>().read_unaligned() };
-        _mm_setr_epi32(rd(0), rd(1), rd(2), rd(3))
-    };
-    let lo16 = _mm_set1_epi32(0xFFFF);
-    let h0 = head(b0);
-    let (_, sd0, _, _) = f16_fixed4(_mm_and_si128(h0, lo16));
-    let (_, sm0, _, _) = f16_fixed4(_mm_srli_epi32(h0, 16));
-    let zero = _mm_setzero_si128();
-    let base_d = _mm_max_epi32(_mm_sub_epi32(sd0, _mm_set1_epi32(MARGIN_D)), zero);
-    let base_m = _mm_max_epi32(_mm_sub_epi32(sm0, _mm_set1_epi32(MARGIN_M)), zero);
-    let (mut dlo, mut dhi, mut mlo, mut mhi) = (zero, zero, zero, zero);
-    let mut bad = zero;
-    let mut acc_d = _mm256_setzero_si256();
-    let mut acc_m = _mm256_setzero_si256();
-    let mask = _mm256_set1_epi8(0x0F);
-    let ones = _mm256_set1_epi16(1);
-    for (b, (y, s)) in qs.chunks_exact(QK).zip(sc).take(nb).enumerate() {
-        let blk = b0 + b;
-        let Some(y) = load32(i8_bytes(y)) else { break };
-        let h = head(blk);
-        let (dm, dsh, dnz, dbad) = f16_fixed4(_mm_and_si128(h, lo16));
-        bad = _mm_or_si128(bad, dbad);
-        let (drel, l, hh) = rel_track(dsh, dnz, base_d, dlo, dhi);
-        (dlo, dhi) = (l, hh);
-        let at = |r: usize, o: usize| r * rb + blk * bs + o;
-        // Prefetch the same block of the next group (a hint; never faults).
-        for r in 0..ROW_GROUP {
-            let p = base_ptr.wrapping_add(at(r, 0) + ROW_GROUP * rb);
-            _mm_prefetch::<_MM_HINT_T0>(p.cast());
-        }
-        let sumi = if Q41 {
-            // SAFETY: at(r, 4) + 16 ≤ at(r, bs) ≤ 4·rb ≤ group.len().
-            let ld = |r: usize| unsafe { _mm_loadu_si128(base_ptr.add(at(r, 4)).cast()) };
-            let dot = |q: __m128i| {
-                let v = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), mask);
-                _mm256_madd_epi16(_mm256_maddubs_epi16(v, y), ones)
-            };
-            reduce4(dot(ld(0)), dot(ld(1)), dot(ld(2)), dot(ld(3)))
-        } else {
-            // SAFETY: at(r, 2) + 32 = at(r, bs) ≤ 4·rb ≤ group.len().
-            let ld = |r: usize| unsafe { _mm256_loadu_si256(base_ptr.add(at(r, 2)).cast()) };
-            let dot = |x: __m256i| {
-                let ax = _mm256_sign_epi8(x, x);
-                let sy = _mm256_sign_epi8(y, x);
-                _mm256_madd_epi16(_mm256_maddubs_epi16(ax, sy), ones)
-            };
-            reduce4(dot(ld(0)), dot(ld(1)), dot(ld(2)), dot(ld(3)))
-        };
-        let c = _mm_mullo_epi32(dm, _mm_set1_epi32(s.dm));
-        let sh = _mm_add_epi32(drel, _mm_set1_epi32(s.drel as i32));
-        acc_d = mul_shift_add(acc_d, sumi, c, sh);
-        if Q41 {
-            let (mm, msh, mnz, mbad) = f16_fixed4(_mm_srli_epi32(h, 16));
-            bad = _mm_or_si128(bad, mbad);
-            let (mrel, l, hh) = rel_track(msh, mnz, base_m, mlo, mhi);
-            (mlo, mhi) = (l, hh);
-            let cm = _mm_mullo_epi32(mm, _mm_set1_epi32(s.sm));
-            let shm = _mm_add_epi32(mrel, _mm_set1_epi32(s.srel as i32));
-            acc_m = mul_shift_add(acc_m, cm, _mm_set1_epi32(1), shm);
-        }
-    }
-    let (dlo, dhi, mlo, mhi) = (store4(dlo), store4(dhi), store4(mlo), store4(mhi));
-    let (lim_d, lim_m) = if Q41 {
-        (LIM_Q4_1_D, LIM_Q4_1_M)
-    } else {
-        (LIM_Q8_0_D, 0)
-    };
-    res.ok = (0..ROW_GROUP).all(|r| {
-        dlo[r] >= 0
-            && dhi[r] as u32 + ch.dspread <= lim_d
-            && (!Q41 || (mlo[r] >= 0 && mhi[r] as u32 + ch.sspread <= lim_m))
-    });
-    let (bd, bm) = (store4(base_d), store4(base_m));
-    let badv = store4(bad);
-    for r in 0..ROW_GROUP {
-        res.dbase[r] = bd[r] as u32 + ch.dbase;
-        res.mbase[r] = bm[r] as u32 + ch.sbase;
-        res.bad[r] = badv[r] != 0;
-    }
-    res.d = store(acc_d);
-    res.m = store(acc_m);
-    res
-}
-
-/// [`fused_avx2`] for `t.n` input rows at once: each weight block's scales
-/// and bytes are decoded once and used for every row of the tile, so the
-/// per-row work is only the byte dots and the exact accumulation. Returns
-/// the same integers as `t.n` calls of [`fused_avx2`].
-#[target_feature(enable = "avx2")]
-fn fused_avx2_multi<const Q41: bool>(
+fn fused_avx2<const Q41: bool, const N: usize>(
     group: &[u8],
     rb: usize,
     b0: usize,
     nb: usize,
     t: &ActTile<'_>,
-) -> [Fused; ACT_TILE] {
+) -> [Fused; N] {
     let bs: usize = if Q41 { 20 } else { 34 };
-    let mut res = [Fused::NOT_OK; ACT_TILE];
-    let n = t.n;
+    let mut res = [Fused::NOT_OK; N];
+    let n = t.n.min(N);
     let in_bounds = rb <= (i32::MAX as usize) / 4
         && group.len() >= ROW_GROUP * rb
         && (b0 + nb) * bs <= rb
         && nb > 0
-        && (1..=ACT_TILE).contains(&n)
+        && N <= ACT_TILE
+        && n >= 1
         && (0..n).all(|j| t.qs[j].len() >= nb * QK && t.sc[j].len() >= nb);
     if !in_bounds {
         return res;
@@ -319,8 +217,8 @@ fn fused_avx2_multi<const Q41: bool>(
     let base_m = _mm_max_epi32(_mm_sub_epi32(sm0, _mm_set1_epi32(MARGIN_M)), zero);
     let (mut dlo, mut dhi, mut mlo, mut mhi) = (zero, zero, zero, zero);
     let mut bad = zero;
-    let mut acc_d = [_mm256_setzero_si256(); ACT_TILE];
-    let mut acc_m = [_mm256_setzero_si256(); ACT_TILE];
+    let mut acc_d = [_mm256_setzero_si256(); N];
+    let mut acc_m = [_mm256_setzero_si256(); N];
     let mask = _mm256_set1_epi8(0x0F);
     let ones = _mm256_set1_epi16(1);
     for b in 0..nb {
