@@ -311,16 +311,16 @@ pub(crate) type FusedFn = fn(
 #[cfg_attr(not(all(feature = "std", target_arch = "x86_64")), allow(dead_code))]
 enum Kernel {
     Split(DecodeFn, ChunkFn),
-    Fused(FusedFn, Option<FusedMultiFn>),
+    Fused(FusedFn, FusedMultiFn),
 }
 
 /// The kernel for `ty` on `path`, if the blocked kernel handles `ty`.
 fn chunk_fn(ty: GgmlType, path: Path) -> Option<Kernel> {
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
     if path == Path::Auto
-        && let Some(f) = super::simd_x86::fused_fn(ty)
+        && let Some((f, multi)) = super::simd_x86::fused_fns(ty)
     {
-        return Some(Kernel::Fused(f, super::simd_x86::fused_multi_fn(ty)));
+        return Some(Kernel::Fused(f, multi));
     }
     let _ = path;
     match ty {
@@ -423,10 +423,7 @@ fn group<const MT: usize>(
                 Kernel::Fused(f, multi) => {
                     let mut j0 = 0;
                     while j0 < mt {
-                        let n = match multi {
-                            Some(_) => ACT_TILE.min(mt - j0),
-                            None => 1,
-                        };
+                        let n = ACT_TILE.min(mt - j0);
                         let mut tile = ActTile {
                             n,
                             qs: [&[]; ACT_TILE],
@@ -439,8 +436,8 @@ fn group<const MT: usize>(
                             tile.qs[t] = a.qs.get(b0 * QK..(b0 + cn) * QK)?;
                             tile.sc[t] = a.sc.get(b0..b0 + cn)?;
                         }
-                        let results = match multi {
-                            Some(mf) if n > 1 => mf(group_bytes, rb, b0, cn, &tile),
+                        let results = match n {
+                            2.. => multi(group_bytes, rb, b0, cn, &tile),
                             _ => {
                                 let mut one = [Fused::NOT_OK; ACT_TILE];
                                 one[0] =

@@ -33,27 +33,15 @@ use super::fast::{
 };
 use core::arch::x86_64::*;
 
-/// The fused AVX2 kernel for `ty`, if the CPU has AVX2 and the kernel exists.
-pub(crate) fn fused_fn(ty: GgmlType) -> Option<FusedFn> {
+/// The fused AVX2 kernels for `ty` — one input row, and up to [`ACT_TILE`]
+/// rows per pass over the weights — if the CPU has AVX2 and they exist.
+pub(crate) fn fused_fns(ty: GgmlType) -> Option<(FusedFn, FusedMultiFn)> {
     if !std::is_x86_feature_detected!("avx2") {
         return None;
     }
     match ty {
-        GgmlType::Q4_1 => Some(q4_1_entry),
-        GgmlType::Q8_0 => Some(q8_0_entry),
-        _ => None,
-    }
-}
-
-/// The AVX2 kernel for up to [`ACT_TILE`] input rows per pass over the
-/// weights, if the CPU has AVX2.
-pub(crate) fn fused_multi_fn(ty: GgmlType) -> Option<FusedMultiFn> {
-    if !std::is_x86_feature_detected!("avx2") {
-        return None;
-    }
-    match ty {
-        GgmlType::Q4_1 => Some(q4_1_multi_entry),
-        GgmlType::Q8_0 => Some(q8_0_multi_entry),
+        GgmlType::Q4_1 => Some((q4_1_entry, q4_1_multi_entry)),
+        GgmlType::Q8_0 => Some((q8_0_entry, q8_0_multi_entry)),
         _ => None,
     }
 }
@@ -65,7 +53,7 @@ fn q4_1_multi_entry(
     nb: usize,
     t: &ActTile<'_>,
 ) -> [Fused; ACT_TILE] {
-    // SAFETY: only reachable through `fused_multi_fn`, which checked AVX2.
+    // SAFETY: only reachable through `fused_fns`, which checked AVX2.
     unsafe { fused_avx2::<true, ACT_TILE>(group, rb, b0, nb, t) }
 }
 
@@ -76,7 +64,7 @@ fn q8_0_multi_entry(
     nb: usize,
     t: &ActTile<'_>,
 ) -> [Fused; ACT_TILE] {
-    // SAFETY: only reachable through `fused_multi_fn`, which checked AVX2.
+    // SAFETY: only reachable through `fused_fns`, which checked AVX2.
     unsafe { fused_avx2::<false, ACT_TILE>(group, rb, b0, nb, t) }
 }
 
@@ -102,7 +90,7 @@ fn q4_1_entry(
     ch: &ChunkScale,
 ) -> Fused {
     let t = one_row(qs, sc, ch);
-    // SAFETY: only reachable through `fused_fn`, which checked AVX2.
+    // SAFETY: only reachable through `fused_fns`, which checked AVX2.
     let [r] = unsafe { fused_avx2::<true, 1>(group, rb, b0, nb, &t) };
     r
 }
@@ -117,7 +105,7 @@ fn q8_0_entry(
     ch: &ChunkScale,
 ) -> Fused {
     let t = one_row(qs, sc, ch);
-    // SAFETY: only reachable through `fused_fn`, which checked AVX2.
+    // SAFETY: only reachable through `fused_fns`, which checked AVX2.
     let [r] = unsafe { fused_avx2::<false, 1>(group, rb, b0, nb, &t) };
     r
 }
