@@ -30,7 +30,9 @@ pub fn rope_theta_scale(base: F32, n_rot: usize) -> F32 {
     base.powf(e)
 }
 
-/// Rotates every head of `x` (n_heads, head_dim) for position `pos`.
+/// Rotates every head of `x` (n_heads, head_dim) for position `pos`:
+/// [`RopeAngles`] for `pos`, applied once. `n_rot` must be even, at most
+/// `head_dim` and at most `2 · MAX_ROPE_PAIRS`.
 pub fn rope(
     x: &mut [F32],
     n_heads: usize,
@@ -44,17 +46,10 @@ pub fn rope(
         n_heads.checked_mul(head_dim).ok_or(Error::SizeOverflow)?,
         x.len(),
     )?;
-    if n_rot > head_dim || !n_rot.is_multiple_of(2) {
+    if n_rot > head_dim {
         return Err(Error::InvalidConfig);
     }
-    let half = n_rot / 2;
-    let mut theta = F32::from_i64(pos as i64);
-    for i in 0..half {
-        let (sin, cos) = theta.sin_cos();
-        rotate_pair(x, head_dim, i, half, sin, cos, style);
-        theta = theta * theta_scale;
-    }
-    Ok(())
+    RopeAngles::new(n_rot, pos, theta_scale)?.apply(x, n_heads, head_dim, style)
 }
 
 /// Most rotated pairs ([`RopeAngles`] capacity): `n_rot / 2` for head
