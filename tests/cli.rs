@@ -10,58 +10,18 @@
 //! print a NOTICE naming the missing path and return).
 #![cfg(feature = "cli")]
 
+#[path = "support/cli.rs"]
+mod cli_util;
 #[path = "gguf_util.rs"]
 mod util;
+
+use cli_util::{bin, run, tmp};
 
 use detllm::Arena;
 use detllm::gguf::File;
 use detllm::model::synth::{SynthSpec, synth_vec};
 use detllm::tokenizer::{Tokenizer, Workspace};
 use serde_json::Value;
-use std::io::Write;
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_detllm"))
-}
-
-/// Runs `cmd` (optionally feeding `stdin`); fails the test on a panic.
-fn run(cmd: &mut Command, stdin: Option<&[u8]>) -> (i32, String, String) {
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    if stdin.is_some() {
-        cmd.stdin(Stdio::piped());
-    }
-    let mut child = cmd.spawn().expect("spawn detllm");
-    if let Some(bytes) = stdin {
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(bytes)
-            .expect("write stdin");
-    }
-    let Output {
-        status,
-        stdout,
-        stderr,
-    } = child.wait_with_output().expect("run detllm");
-    let (out, err) = (
-        String::from_utf8_lossy(&stdout).into_owned(),
-        String::from_utf8_lossy(&stderr).into_owned(),
-    );
-    assert!(
-        !err.contains("panicked") && !out.contains("panicked"),
-        "detllm panicked:\n{err}"
-    );
-    (status.code().unwrap_or(-1), out, err)
-}
-
-fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("detllm-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir.join(name)
-}
 
 fn inspect(bytes: &[u8], name: &str) -> (i32, String, String) {
     let p = tmp(name);

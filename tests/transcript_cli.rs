@@ -14,13 +14,22 @@
 //! (`SynthSpec::TINY` written to a temp file) against the committed
 //! tests/data/synth-transcript.json.
 
+#[path = "support/cli.rs"]
+mod cli_util;
 #[path = "gguf_util.rs"]
 mod util;
+
+use cli_util::{bin, tmp};
+
+/// [`cli_util::run`] without input.
+fn run_plain(cmd: &mut Command) -> (i32, String, String) {
+    cli_util::run(cmd, None)
+}
 
 use proptest::prelude::*;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::sync::OnceLock;
 
 const STEPS: usize = 6;
@@ -28,58 +37,33 @@ const STEPS: usize = 6;
 /// A named change to a transcript.
 type Edit = (&'static str, fn(&mut Value));
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_detllm"))
-}
-
-fn run(cmd: &mut Command) -> (i32, String, String) {
-    let Output {
-        status,
-        stdout,
-        stderr,
-    } = cmd.output().expect("run detllm");
-    let (out, err) = (
-        String::from_utf8_lossy(&stdout).into_owned(),
-        String::from_utf8_lossy(&stderr).into_owned(),
-    );
-    assert!(
-        !err.contains("panicked") && !out.contains("panicked"),
-        "detllm panicked:\n{err}"
-    );
-    (status.code().unwrap_or(-1), out, err)
-}
-
-fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("detllm-transcript-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir.join(name)
-}
-
 /// The model and a transcript of a sampled generation, written once.
 fn fixture() -> Option<&'static (PathBuf, Value)> {
     static F: OnceLock<Option<(PathBuf, Value)>> = OnceLock::new();
     F.get_or_init(|| {
         let model = util::model_path()?;
         let path = tmp("written.json");
-        let (code, _, err) = run(bin()
-            .args(["generate", "--model"])
-            .arg(&model)
-            .args([
-                "--prompt",
-                "Once upon a time",
-                "--max-tokens",
-                &STEPS.to_string(),
-                "--temperature",
-                "0.8",
-                "--top-k",
-                "40",
-                "--top-p",
-                "0.95",
-                "--seed",
-                "5",
-                "--transcript",
-            ])
-            .arg(&path));
+        let (code, _, err) = run_plain(
+            bin()
+                .args(["generate", "--model"])
+                .arg(&model)
+                .args([
+                    "--prompt",
+                    "Once upon a time",
+                    "--max-tokens",
+                    &STEPS.to_string(),
+                    "--temperature",
+                    "0.8",
+                    "--top-k",
+                    "40",
+                    "--top-p",
+                    "0.95",
+                    "--seed",
+                    "5",
+                    "--transcript",
+                ])
+                .arg(&path),
+        );
         assert_eq!(code, 0, "generate failed: {err}");
         let v: Value =
             serde_json::from_str(&std::fs::read_to_string(&path).expect("read")).expect("json");
@@ -92,13 +76,13 @@ fn fixture() -> Option<&'static (PathBuf, Value)> {
 fn verify(model: &Path, v: &Value, name: &str) -> (i32, String, String) {
     let p = tmp(name);
     std::fs::write(&p, serde_json::to_string_pretty(v).expect("json")).expect("write");
-    run(bin().arg("verify").arg(&p).arg("--model").arg(model))
+    run_plain(bin().arg("verify").arg(&p).arg("--model").arg(model))
 }
 
 fn verify_text(model: &Path, text: &[u8], name: &str) -> (i32, String, String) {
     let p = tmp(name);
     std::fs::write(&p, text).expect("write");
-    run(bin().arg("verify").arg(&p).arg("--model").arg(model))
+    run_plain(bin().arg("verify").arg(&p).arg("--model").arg(model))
 }
 
 fn diverged_at(out: &str) -> Option<usize> {
@@ -112,7 +96,7 @@ fn a_transcript_verifies_as_written_and_after_a_round_trip() {
     let Some((model, v)) = fixture() else { return };
     assert_eq!(v["steps"].as_array().map(Vec::len), Some(STEPS));
     let written = tmp("written.json");
-    let (code, out, err) = run(bin().arg("verify").arg(&written).arg("--model").arg(model));
+    let (code, out, err) = run_plain(bin().arg("verify").arg(&written).arg("--model").arg(model));
     assert_eq!(code, 0, "{out}{err}");
     let last = v["steps"][STEPS - 1]["digest"].as_str().expect("digest");
     assert_eq!(

@@ -1,0 +1,49 @@
+//! Running the `detllm` binary from integration tests (shared by
+//! `tests/cli.rs` and `tests/transcript_cli.rs`).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+pub fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_detllm"))
+}
+
+/// Runs `cmd` (optionally feeding `stdin`) and returns (exit code, stdout,
+/// stderr); fails the test if detllm panicked.
+pub fn run(cmd: &mut Command, stdin: Option<&[u8]>) -> (i32, String, String) {
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    if stdin.is_some() {
+        cmd.stdin(Stdio::piped());
+    }
+    let mut child = cmd.spawn().expect("spawn detllm");
+    if let Some(bytes) = stdin {
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(bytes)
+            .expect("write stdin");
+    }
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = child.wait_with_output().expect("run detllm");
+    let (out, err) = (
+        String::from_utf8_lossy(&stdout).into_owned(),
+        String::from_utf8_lossy(&stderr).into_owned(),
+    );
+    assert!(
+        !err.contains("panicked") && !out.contains("panicked"),
+        "detllm panicked:\n{err}"
+    );
+    (status.code().unwrap_or(-1), out, err)
+}
+
+/// A path in a per-process temporary directory.
+pub fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("detllm-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir.join(name)
+}
