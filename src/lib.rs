@@ -92,6 +92,8 @@ pub mod kv;
 pub mod math;
 pub mod model;
 pub mod parallel;
+#[cfg(feature = "std")]
+mod pool;
 pub mod quant;
 pub mod sample;
 pub mod selftest;

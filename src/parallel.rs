@@ -41,43 +41,5 @@ impl Parallel for Serial {
     }
 }
 
-/// A fixed-size thread pool (feature `std`).
 #[cfg(feature = "std")]
-pub struct ThreadPool {
-    pool: rayon::ThreadPool,
-    n: usize,
-}
-
-#[cfg(feature = "std")]
-impl ThreadPool {
-    /// A pool of `n` worker threads (at least 1).
-    pub fn new(n: usize) -> Result<Self, rayon::ThreadPoolBuildError> {
-        let n = n.max(1);
-        let pool = rayon::ThreadPoolBuilder::new().num_threads(n).build()?;
-        Ok(ThreadPool { pool, n })
-    }
-}
-
-#[cfg(feature = "std")]
-impl Parallel for ThreadPool {
-    fn threads(&self) -> usize {
-        self.n
-    }
-
-    fn for_each_chunk<T: Send>(
-        &self,
-        data: &mut [T],
-        chunk_len: usize,
-        f: &(dyn Fn(usize, &mut [T]) + Sync),
-    ) {
-        use rayon::prelude::*;
-        if self.n == 1 {
-            return Serial.for_each_chunk(data, chunk_len, f);
-        }
-        self.pool.install(|| {
-            data.par_chunks_mut(chunk_len.max(1))
-                .enumerate()
-                .for_each(|(i, c)| f(i, c));
-        });
-    }
-}
+pub use crate::pool::ThreadPool;

@@ -1,0 +1,278 @@
+//! [`ThreadPool`]: the `std` implementation of [`Parallel`], built for many
+//! short parallel regions (a decode step has about 250 of them, each tens of
+//! microseconds long).
+//!
+//! The calling thread takes part in every region, and idle workers spin for a
+//! short while before they sleep, so handing a region to a worker costs an
+//! atomic store and a cache-line transfer rather than a futex wake-up (which
+//! takes tens of microseconds on a virtual machine). Chunks are claimed with
+//! one `fetch_add` each, so a slow thread only delays its own chunks.
+//!
+//! Results never depend on the pool: [`Parallel`] only ever splits
+//! independent outputs.
+//!
+//! ## Unsafe review
+//! This is the only module of the crate besides `quant::simd_x86` allowed
+//! `unsafe`. A region is published to the workers as a type-erased pointer to
+//! a [`Region`] on the caller's stack, with a lifetime the compiler cannot
+//! see. It is sound because:
+//! * [`ThreadPool::for_each_chunk`] does not return (or unwind) before every
+//!   worker has reported, through `done`, that it has stopped touching the
+//!   region, and a worker reads the region pointer only after seeing the new
+//!   generation number and before reporting;
+//! * chunk `i` is built from the raw parts of `data` only by the thread whose
+//!   `fetch_add` returned `i`, so the `&mut` chunks are disjoint and in bounds
+//!   (`i < n_chunks`, the last chunk clipped to the slice's end);
+//! * `T: Send` lets chunks move to other threads, and `f: Sync` lets them
+//!   share the closure;
+//! * one region at a time: the caller holds `busy` for the whole region, and
+//!   a thread that finds it held (another caller, or `f` itself calling the
+//!   pool) runs its region serially instead of waiting, so nothing deadlocks;
+//! * a panic in `f` is caught on whichever thread ran it, the region is still
+//!   waited for, and the panic is re-raised on the caller.
+#![allow(unsafe_code)]
+
+use crate::parallel::{Parallel, Serial};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering::*};
+use std::boxed::Box;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::sync::{Arc, Condvar, Mutex, TryLockError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+use std::vec::Vec;
+
+/// How long an idle worker waits actively before it sleeps.
+const SPIN: Duration = Duration::from_millis(2);
+/// Busy-wait rounds before a waiting thread starts yielding its core (so an
+/// oversubscribed machine still makes progress).
+const BUSY_ROUNDS: u32 = 1 << 12;
+
+/// One round of active waiting: a pause instruction at first, then a yield.
+fn backoff(round: u32) {
+    if round < BUSY_ROUNDS {
+        core::hint::spin_loop();
+    } else {
+        std::thread::yield_now();
+    }
+}
+
+/// One parallel region, on the caller's stack.
+struct Region<'a, T> {
+    base: *mut T,
+    len: usize,
+    chunk_len: usize,
+    n_chunks: usize,
+    f: &'a (dyn Fn(usize, &mut [T]) + Sync),
+}
+
+/// The region's chunk runner with `T` erased.
+type RunFn = unsafe fn(*const (), &AtomicUsize);
+
+/// Claims and runs chunks of the region at `ctx` until none is left.
+///
+/// # Safety
+/// `ctx` points to a live `Region<T>` whose chunks are claimed only through
+/// `next`.
+unsafe fn run_chunks<T>(ctx: *const (), next: &AtomicUsize) {
+    // SAFETY: the caller keeps the region alive until every thread reported.
+    let r = unsafe { &*ctx.cast::<Region<'_, T>>() };
+    loop {
+        let i = next.fetch_add(1, Relaxed);
+        if i >= r.n_chunks {
+            return;
+        }
+        let start = i * r.chunk_len;
+        let len = r.chunk_len.min(r.len - start);
+        // SAFETY: `i` was claimed by this thread alone, `start + len ≤ r.len`,
+        // and `base..base + len` is the caller's `&mut [T]`.
+        let chunk = unsafe { core::slice::from_raw_parts_mut(r.base.add(start), len) };
+        (r.f)(i, chunk);
+    }
+}
+
+struct Shared {
+    /// Generation of the current region; bumped to publish one.
+    generation: AtomicUsize,
+    /// The current region (a `Region<T>`) and its runner.
+    ctx: AtomicPtr<()>,
+    run: Mutex<Option<RunFn>>,
+    /// Next chunk index to claim.
+    next: AtomicUsize,
+    /// Workers finished with the current generation.
+    done: AtomicUsize,
+    /// A worker's closure panicked in the current region.
+    panicked: AtomicBool,
+    quit: AtomicBool,
+    /// Held by the thread running a region; a second caller (another thread,
+    /// or a region's closure calling the pool again) runs serially instead.
+    busy: Mutex<()>,
+    /// Workers asleep (or about to be), and where they sleep.
+    sleeping: AtomicUsize,
+    lock: Mutex<()>,
+    wake: Condvar,
+}
+
+/// A pool of `n - 1` worker threads plus the calling thread (feature `std`).
+pub struct ThreadPool {
+    shared: Arc<Shared>,
+    workers: Vec<JoinHandle<()>>,
+    n: usize,
+}
+
+impl ThreadPool {
+    /// A pool running regions on `n` threads (at least 1): the caller and
+    /// `n - 1` workers.
+    pub fn new(n: usize) -> std::io::Result<Self> {
+        let n = n.max(1);
+        let shared = Arc::new(Shared {
+            generation: AtomicUsize::new(0),
+            ctx: AtomicPtr::new(core::ptr::null_mut()),
+            run: Mutex::new(None),
+            next: AtomicUsize::new(0),
+            done: AtomicUsize::new(0),
+            panicked: AtomicBool::new(false),
+            quit: AtomicBool::new(false),
+            busy: Mutex::new(()),
+            sleeping: AtomicUsize::new(0),
+            lock: Mutex::new(()),
+            wake: Condvar::new(),
+        });
+        let mut pool = ThreadPool {
+            shared,
+            workers: Vec::new(),
+            n,
+        };
+        for k in 1..n {
+            let s = Arc::clone(&pool.shared);
+            let h = std::thread::Builder::new()
+                .name(std::format!("detllm-{k}"))
+                .spawn(move || worker(&s))?;
+            pool.workers.push(h);
+        }
+        Ok(pool)
+    }
+
+    fn wake_all(&self) {
+        let s = &*self.shared;
+        if s.sleeping.load(SeqCst) > 0 {
+            let _g = s.lock.lock().unwrap_or_else(|e| e.into_inner());
+            s.wake.notify_all();
+        }
+    }
+}
+
+/// Waits for a generation other than `seen`; `None` when told to quit.
+fn wait_for_work(s: &Shared, seen: usize) -> Option<usize> {
+    let t0 = Instant::now();
+    let mut spins = 0u32;
+    loop {
+        let g = s.generation.load(Acquire);
+        if g != seen {
+            return Some(g);
+        }
+        if s.quit.load(Acquire) {
+            return None;
+        }
+        spins = spins.saturating_add(1);
+        if !spins.is_multiple_of(64) || t0.elapsed() < SPIN {
+            backoff(spins);
+            continue;
+        }
+        let mut g = s.lock.lock().unwrap_or_else(|e| e.into_inner());
+        s.sleeping.fetch_add(1, SeqCst);
+        while s.generation.load(SeqCst) == seen && !s.quit.load(SeqCst) {
+            g = s.wake.wait(g).unwrap_or_else(|e| e.into_inner());
+        }
+        s.sleeping.fetch_sub(1, SeqCst);
+    }
+}
+
+fn worker(s: &Shared) {
+    // Generation 0 is the pool's start: a region published before this
+    // thread got here is still seen as new.
+    let mut seen = 0;
+    while let Some(g) = wait_for_work(s, seen) {
+        seen = g;
+        let run = *s.run.lock().unwrap_or_else(|e| e.into_inner());
+        let ctx = s.ctx.load(Acquire);
+        if let Some(run) = run {
+            // SAFETY: `ctx` and `run` were published together for generation
+            // `g`; the caller waits for our `done` before the region dies.
+            let r = catch_unwind(AssertUnwindSafe(|| unsafe { run(ctx, &s.next) }));
+            if r.is_err() {
+                s.panicked.store(true, Release);
+            }
+        }
+        s.done.fetch_add(1, Release);
+    }
+}
+
+impl Parallel for ThreadPool {
+    fn threads(&self) -> usize {
+        self.n
+    }
+
+    fn for_each_chunk<T: Send>(
+        &self,
+        data: &mut [T],
+        chunk_len: usize,
+        f: &(dyn Fn(usize, &mut [T]) + Sync),
+    ) {
+        let chunk_len = chunk_len.max(1);
+        let n_chunks = data.len().div_ceil(chunk_len);
+        if self.workers.is_empty() || n_chunks <= 1 {
+            return Serial.for_each_chunk(data, chunk_len, f);
+        }
+        let s = &*self.shared;
+        let _busy = match s.busy.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(TryLockError::WouldBlock) => return Serial.for_each_chunk(data, chunk_len, f),
+        };
+        let region = Region {
+            base: data.as_mut_ptr(),
+            len: data.len(),
+            chunk_len,
+            n_chunks,
+            f,
+        };
+        let ctx = (&raw const region).cast::<()>().cast_mut();
+        *s.run.lock().unwrap_or_else(|e| e.into_inner()) = Some(run_chunks::<T> as RunFn);
+        s.ctx.store(ctx, Release);
+        s.next.store(0, Relaxed);
+        s.done.store(0, Relaxed);
+        s.panicked.store(false, Relaxed);
+        s.generation.fetch_add(1, SeqCst);
+        self.wake_all();
+        // SAFETY: `region` lives on this frame until every worker is done.
+        let mine = catch_unwind(AssertUnwindSafe(|| unsafe {
+            run_chunks::<T>(ctx, &s.next)
+        }));
+        let mut round = 0u32;
+        while s.done.load(Acquire) < self.workers.len() {
+            backoff(round);
+            round = round.saturating_add(1);
+        }
+        if let Err(p) = mine {
+            resume_unwind(p);
+        }
+        if s.panicked.load(Acquire) {
+            resume_unwind(Box::new("a detllm pool worker panicked"));
+        }
+    }
+}
+
+impl Drop for ThreadPool {
+    fn drop(&mut self) {
+        self.shared.quit.store(true, SeqCst);
+        self.wake_all();
+        {
+            // A worker between its check and its wait holds the lock.
+            let _g = self.shared.lock.lock().unwrap_or_else(|e| e.into_inner());
+            self.shared.wake.notify_all();
+        }
+        for h in self.workers.drain(..) {
+            let _ = h.join();
+        }
+    }
+}

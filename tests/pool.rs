@@ -1,0 +1,73 @@
+//! The `std` thread pool: every chunk is visited exactly once, with its own
+//! index and bounds, on any number of threads, and a panicking closure is
+//! re-raised on the caller without breaking the pool.
+
+use detllm::parallel::{Parallel, Serial, ThreadPool};
+use proptest::prelude::*;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Marks every element with its chunk index, counting calls.
+fn mark<P: Parallel>(par: &P, len: usize, chunk_len: usize) -> (Vec<usize>, usize) {
+    let mut data = vec![usize::MAX; len];
+    let calls = AtomicUsize::new(0);
+    par.for_each_chunk(&mut data, chunk_len, &|i, c| {
+        calls.fetch_add(1, Ordering::Relaxed);
+        for v in c.iter_mut() {
+            assert_eq!(*v, usize::MAX, "element visited twice");
+            *v = i;
+        }
+    });
+    (data, calls.into_inner())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn chunks_match_serial(threads in 1usize..5, len in 0usize..3000, chunk_len in 0usize..400, reps in 1usize..20) {
+        let pool = ThreadPool::new(threads).unwrap();
+        let want = mark(&Serial, len, chunk_len);
+        prop_assert_eq!(want.1, len.div_ceil(chunk_len.max(1)));
+        for _ in 0..reps {
+            prop_assert_eq!(&mark(&pool, len, chunk_len), &want);
+        }
+    }
+}
+
+#[test]
+fn panic_is_raised_on_the_caller_and_pool_survives() {
+    let pool = ThreadPool::new(3).unwrap();
+    for bad in [0usize, 7, 15] {
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut data = vec![0u32; 16];
+            pool.for_each_chunk(&mut data, 1, &|i, c| {
+                if i == bad {
+                    panic!("chunk {i}");
+                }
+                c[0] = 1;
+            });
+        }));
+        assert!(r.is_err(), "panic in chunk {bad} was swallowed");
+        assert_eq!(mark(&pool, 100, 9), mark(&Serial, 100, 9));
+    }
+}
+
+#[test]
+fn sleeping_workers_wake_up() {
+    let pool = ThreadPool::new(2).unwrap();
+    assert_eq!(mark(&pool, 64, 8), mark(&Serial, 64, 8));
+    // Longer than the spin budget, so the worker has gone to sleep.
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let seen = std::sync::Mutex::new(std::collections::HashSet::new());
+    for _ in 0..200 {
+        let mut data = vec![0u8; 64];
+        pool.for_each_chunk(&mut data, 1, &|_, _| {
+            seen.lock().unwrap().insert(std::thread::current().id());
+            std::thread::sleep(std::time::Duration::from_micros(50));
+        });
+        if seen.lock().unwrap().len() == 2 {
+            return;
+        }
+    }
+    panic!("the worker never took a chunk after sleeping");
+}
