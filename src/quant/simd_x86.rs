@@ -116,50 +116,36 @@ const MARGIN_D: i32 = 8;
 /// The same for Q4_1 mins (the `m·s` sum has more headroom).
 const MARGIN_M: i32 = 16;
 
-/// Four binary16 (in the low 16 bits of 32-bit lanes) as
-/// `(mant, sh, nonzero, nonfinite)`, the vector form of
-/// [`super::fixed::f16_fixed`].
+/// Eight binary16 values (zero-extended in 32-bit lanes) against per-lane
+/// bases `base1 = base + 1`: `(mant, rel, nonfinite)`, where `mant` is the
+/// signed mantissa of [`super::fixed::f16_fixed`] and `rel = sh - base`
+/// (forced to 0 where `mant == 0`; negative values read as huge unsigned).
 #[target_feature(enable = "avx2")]
-fn f16_fixed4(h: __m128i) -> (__m128i, __m128i, __m128i, __m128i) {
-    let e = _mm_and_si128(_mm_srli_epi32(h, 10), _mm_set1_epi32(31));
-    let frac = _mm_and_si128(h, _mm_set1_epi32(0x3FF));
-    let normal = _mm_cmpgt_epi32(e, _mm_setzero_si128());
-    let mant = _mm_or_si128(frac, _mm_and_si128(normal, _mm_set1_epi32(0x400)));
-    let sh = _mm_sub_epi32(_mm_max_epi32(e, _mm_set1_epi32(1)), _mm_set1_epi32(1));
-    let neg = _mm_cmpeq_epi32(
-        _mm_and_si128(h, _mm_set1_epi32(0x8000)),
-        _mm_set1_epi32(0x8000),
-    );
-    let mant_s = _mm_sub_epi32(_mm_xor_si128(mant, neg), neg);
-    let nz = _mm_xor_si128(
-        _mm_cmpeq_epi32(mant, _mm_setzero_si128()),
-        _mm_set1_epi32(-1),
-    );
-    let bad = _mm_cmpeq_epi32(e, _mm_set1_epi32(31));
-    (mant_s, sh, nz, bad)
+fn f16_rel8(h: __m256i, base1: __m256i) -> (__m256i, __m256i, __m256i) {
+    let one = _mm256_set1_epi32(1);
+    let e = _mm256_and_si256(_mm256_srli_epi32(h, 10), _mm256_set1_epi32(31));
+    let frac = _mm256_and_si256(h, _mm256_set1_epi32(0x3FF));
+    let mant = _mm256_or_si256(frac, _mm256_slli_epi32(_mm256_min_epu32(e, one), 10));
+    let rel = _mm256_sub_epi32(_mm256_max_epu32(e, one), base1);
+    let rel = _mm256_andnot_si256(_mm256_cmpeq_epi32(mant, _mm256_setzero_si256()), rel);
+    // The sign of h moved to bit 31: vpsignd negates where it is set (h = 0
+    // only for mant = 0, where zeroing is right too).
+    let mant = _mm256_sign_epi32(mant, _mm256_slli_epi32(h, 16));
+    (mant, rel, _mm256_cmpeq_epi32(e, _mm256_set1_epi32(31)))
 }
 
-#[inline(always)]
-fn store4(v: __m128i) -> [i32; 4] {
-    let mut o = [0i32; 4];
-    // SAFETY: 16 writable bytes.
-    unsafe { _mm_storeu_si128(o.as_mut_ptr().cast(), v) };
+#[target_feature(enable = "avx2")]
+fn store8(v: __m256i) -> [u32; 8] {
+    let mut o = [0u32; 8];
+    // SAFETY: 32 writable bytes.
+    unsafe { _mm256_storeu_si256(o.as_mut_ptr().cast(), v) };
     o
 }
 
-/// Relative shifts of one scale against `base`, with the running
-/// minimum/maximum over non-zero mantissas: `(rel masked to 0 where the
-/// mantissa is 0, min, max)`.
+/// Both halves of an activation scale pair, `(lo, hi)` in every 64-bit lane.
 #[target_feature(enable = "avx2")]
-fn rel_track(
-    sh: __m128i,
-    nz: __m128i,
-    base: __m128i,
-    lo: __m128i,
-    hi: __m128i,
-) -> (__m128i, __m128i, __m128i) {
-    let rel = _mm_and_si128(_mm_sub_epi32(sh, base), nz);
-    (rel, _mm_min_epi32(lo, rel), _mm_max_epi32(hi, rel))
+fn pair(lo: i32, hi: i32) -> __m256i {
+    _mm256_set1_epi64x(((hi as i64) << 32) | (lo as u32 as i64))
 }
 
 /// Single pass over one chunk of a group of four rows (Q4_1 if `Q41`, else
@@ -168,6 +154,10 @@ fn rel_track(
 /// `i64`. Each weight block's scales and bytes are decoded once and used for
 /// every row of the tile, so the per-row work is only the byte dots and the
 /// exact accumulation; `N = 1` is the single-row kernel.
+///
+/// Scales travel as eight 32-bit lanes `[d0 m0 d1 m1 d2 m2 d3 m3]` (rows 0–3;
+/// for Q8_0 the `m` lanes are zero), so one instruction serves both sums:
+/// `vpmuldq` reads the even (`d`) lanes, and the `m` lanes are moved down.
 #[target_feature(enable = "avx2")]
 fn fused_avx2<const Q41: bool, const N: usize>(
     group: &[u8],
@@ -190,32 +180,39 @@ fn fused_avx2<const Q41: bool, const N: usize>(
         return res;
     }
     let base_ptr = group.as_ptr();
+    // The four rows' (d, m) f16 pairs of block b as [d0 m0 d1 m1 d2 m2 d3 m3].
+    let keep = if Q41 {
+        _mm_set1_epi32(-1)
+    } else {
+        _mm_set1_epi32(0xFFFF)
+    };
     let head = |b: usize| {
         let o = b * bs;
         // SAFETY: r·rb + b·bs + 4 ≤ 4·rb ≤ group.len() (checked above).
         let rd = |r: usize| unsafe { base_ptr.add(r * rb + o).cast::<i32>().read_unaligned() };
-        _mm_setr_epi32(rd(0), rd(1), rd(2), rd(3))
+        _mm256_cvtepu16_epi32(_mm_and_si128(
+            _mm_setr_epi32(rd(0), rd(1), rd(2), rd(3)),
+            keep,
+        ))
     };
-    let lo16 = _mm_set1_epi32(0xFFFF);
-    let h0 = head(b0);
-    let (_, sd0, _, _) = f16_fixed4(_mm_and_si128(h0, lo16));
-    let (_, sm0, _, _) = f16_fixed4(_mm_srli_epi32(h0, 16));
-    let zero = _mm_setzero_si128();
-    let base_d = _mm_max_epi32(_mm_sub_epi32(sd0, _mm_set1_epi32(MARGIN_D)), zero);
-    let base_m = _mm_max_epi32(_mm_sub_epi32(sm0, _mm_set1_epi32(MARGIN_M)), zero);
-    let (mut dlo, mut dhi, mut mlo, mut mhi) = (zero, zero, zero, zero);
+    let zero = _mm256_setzero_si256();
+    let (_, rel0, _) = f16_rel8(head(b0), zero);
+    // rel0 = sh + 1 of the first block; base + 1 = max(sh + 1 - margin, 1).
+    let margin = pair(MARGIN_D, MARGIN_M);
+    let base1 = _mm256_max_epi32(_mm256_sub_epi32(rel0, margin), _mm256_set1_epi32(1));
+    let mut hi = zero;
     let mut bad = zero;
-    let mut acc_d = [_mm256_setzero_si256(); N];
-    let mut acc_m = [_mm256_setzero_si256(); N];
+    let mut acc_d = [zero; N];
+    let mut acc_m = [zero; N];
     let mask = _mm256_set1_epi8(0x0F);
     let ones = _mm256_set1_epi16(1);
+    let ones64 = _mm256_set1_epi64x(1);
+    let lo32 = _mm256_set1_epi64x(0xFFFF_FFFF);
     for b in 0..nb {
         let blk = b0 + b;
-        let h = head(blk);
-        let (dm, dsh, dnz, dbad) = f16_fixed4(_mm_and_si128(h, lo16));
-        bad = _mm_or_si128(bad, dbad);
-        let (drel, l, hh) = rel_track(dsh, dnz, base_d, dlo, dhi);
-        (dlo, dhi) = (l, hh);
+        let (wm, rel, wbad) = f16_rel8(head(blk), base1);
+        bad = _mm256_or_si256(bad, wbad);
+        hi = _mm256_max_epu32(hi, rel);
         let at = |r: usize, o: usize| r * rb + blk * bs + o;
         for r in 0..ROW_GROUP {
             let p = base_ptr.wrapping_add(at(r, 0) + ROW_GROUP * rb);
@@ -229,22 +226,13 @@ fn fused_avx2<const Q41: bool, const N: usize>(
             let un = |q: __m128i| _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), mask);
             (
                 [un(ld(0)), un(ld(1)), un(ld(2)), un(ld(3))],
-                [_mm256_setzero_si256(); ROW_GROUP],
+                [zero; ROW_GROUP],
             )
         } else {
             // SAFETY: at(r, 2) + 32 = at(r, bs) ≤ 4·rb ≤ group.len().
             let ld = |r: usize| unsafe { _mm256_loadu_si256(base_ptr.add(at(r, 2)).cast()) };
             let x = [ld(0), ld(1), ld(2), ld(3)];
             (x.map(|x| _mm256_sign_epi8(x, x)), x)
-        };
-        let (mm, mrel) = if Q41 {
-            let (mm, msh, mnz, mbad) = f16_fixed4(_mm_srli_epi32(h, 16));
-            bad = _mm_or_si128(bad, mbad);
-            let (mrel, l, hh) = rel_track(msh, mnz, base_m, mlo, mhi);
-            (mlo, mhi) = (l, hh);
-            (mm, mrel)
-        } else {
-            (zero, zero)
         };
         for j in 0..n {
             let Some(y) = t.qs[j].get(b * QK..).and_then(|q| load32(i8_bytes(q))) else {
@@ -259,37 +247,40 @@ fn fused_avx2<const Q41: bool, const N: usize>(
                 };
                 _mm256_madd_epi16(_mm256_maddubs_epi16(a, y), ones)
             };
-            let sumi = reduce4(dot(0), dot(1), dot(2), dot(3));
-            let c = _mm_mullo_epi32(dm, _mm_set1_epi32(s.dm));
-            let sh = _mm_add_epi32(drel, _mm_set1_epi32(s.drel as i32));
-            acc_d[j] = mul_shift_add(acc_d[j], sumi, c, sh);
+            let sumi = _mm256_cvtepi32_epi64(reduce4(dot(0), dot(1), dot(2), dot(3)));
+            // c = [dm·sdm, mm·ssm] per row, sh = [drel + sdrel, mrel + ssrel].
+            let c = _mm256_mullo_epi32(wm, pair(s.dm, s.sm));
+            let sh = _mm256_add_epi32(rel, pair(s.drel as i32, s.srel as i32));
+            let td = _mm256_mul_epi32(c, sumi);
+            acc_d[j] =
+                _mm256_add_epi64(acc_d[j], _mm256_sllv_epi64(td, _mm256_and_si256(sh, lo32)));
             if Q41 {
-                let cm = _mm_mullo_epi32(mm, _mm_set1_epi32(s.sm));
-                let shm = _mm_add_epi32(mrel, _mm_set1_epi32(s.srel as i32));
-                acc_m[j] = mul_shift_add(acc_m[j], cm, _mm_set1_epi32(1), shm);
+                let tm = _mm256_mul_epi32(_mm256_srli_epi64(c, 32), ones64);
+                acc_m[j] =
+                    _mm256_add_epi64(acc_m[j], _mm256_sllv_epi64(tm, _mm256_srli_epi64(sh, 32)));
             }
         }
     }
-    let (dlo, dhi, mlo, mhi) = (store4(dlo), store4(dhi), store4(mlo), store4(mhi));
+    let (hi, base1, badv) = (store8(hi), store8(base1), store8(bad));
     let (lim_d, lim_m) = if Q41 {
         (LIM_Q4_1_D, LIM_Q4_1_M)
     } else {
         (LIM_Q8_0_D, 0)
     };
-    let (bd, bm) = (store4(base_d), store4(base_m));
-    let badv = store4(bad);
     for j in 0..n {
         let ch = &t.ch[j];
         let r = &mut res[j];
+        // `hi` holds the largest rel as unsigned: a negative one (a shift
+        // below the guessed base) reads as huge and fails too.
         r.ok = (0..ROW_GROUP).all(|i| {
-            dlo[i] >= 0
-                && dhi[i] as u32 + ch.dspread <= lim_d
-                && (!Q41 || (mlo[i] >= 0 && mhi[i] as u32 + ch.sspread <= lim_m))
-        });
+            hi[2 * i] <= lim_d.saturating_sub(ch.dspread)
+                && (!Q41 || hi[2 * i + 1] <= lim_m.saturating_sub(ch.sspread))
+        }) && ch.dspread <= lim_d
+            && (!Q41 || ch.sspread <= lim_m);
         for i in 0..ROW_GROUP {
-            r.dbase[i] = bd[i] as u32 + ch.dbase;
-            r.mbase[i] = bm[i] as u32 + ch.sbase;
-            r.bad[i] = badv[i] != 0;
+            r.dbase[i] = base1[2 * i] - 1 + ch.dbase;
+            r.mbase[i] = base1[2 * i + 1] - 1 + ch.sbase;
+            r.bad[i] = badv[2 * i] != 0 || (Q41 && badv[2 * i + 1] != 0);
         }
         r.d = store(acc_d[j]);
         r.m = store(acc_m[j]);
@@ -317,13 +308,6 @@ fn reduce4(p0: __m256i, p1: __m256i, p2: __m256i, p3: __m256i) -> __m128i {
     let h23 = _mm256_hadd_epi32(p2, p3);
     let h = _mm256_hadd_epi32(h01, h23);
     _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1))
-}
-
-/// `acc += (a · b as i64) << sh` on four lanes (a, b, sh: 4 × 32-bit).
-#[target_feature(enable = "avx2")]
-fn mul_shift_add(acc: __m256i, a: __m128i, b: __m128i, sh: __m128i) -> __m256i {
-    let t = _mm256_mul_epi32(_mm256_cvtepi32_epi64(a), _mm256_cvtepi32_epi64(b));
-    _mm256_add_epi64(acc, _mm256_sllv_epi64(t, _mm256_cvtepu32_epi64(sh)))
 }
 
 #[target_feature(enable = "avx2")]
