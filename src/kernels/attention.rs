@@ -128,38 +128,28 @@ fn group_f16<K: KvRead + ?Sized>(
     scores: &mut [F32], // (group, n_ctx)
     og: &mut [F32],     // (group, head_dim)
 ) -> Result<()> {
-    // q of every head rounded to f16 and split once.
-    let mut qv = [[0i32; MAX_HEAD_DIM]; MAX_GROUP];
-    let mut qa = [[0u32; MAX_HEAD_DIM]; MAX_GROUP];
+    let fns = row_fns();
+    // q of every head rounded to f16 and split once into its two classes.
+    let mut q0 = [[0i32; MAX_HEAD_DIM]; MAX_GROUP];
+    let mut q1 = [[0i32; MAX_HEAD_DIM]; MAX_GROUP];
     let mut q_bad = [false; MAX_GROUP];
+    let mut qb = [0u16; MAX_HEAD_DIM];
     for (gi, qh) in qg.chunks_exact(hd).enumerate() {
-        for (d, &x) in qh.iter().enumerate() {
-            let hbits = x.to_f16_bits();
-            q_bad[gi] |= f16_nonfinite(hbits);
-            (qv[gi][d], qa[gi][d]) = f16_split(hbits);
+        for (b, &x) in qb.iter_mut().zip(qh) {
+            *b = x.to_f16_bits();
         }
+        q_bad[gi] = (fns.split)(&qb[..hd], &mut q0[gi][..hd], &mut q1[gi][..hd]);
     }
-    let mut rv = [0i32; MAX_HEAD_DIM];
-    let mut ra = [0u32; MAX_HEAD_DIM];
+    let mut r0 = [0i32; MAX_HEAD_DIM];
+    let mut r1 = [0i32; MAX_HEAD_DIM];
     for t in 0..n_ctx {
         let KvSlice::F16(k) = kv.k(t) else {
             return Err(Error::InvalidConfig);
         };
         let k = k.get(k0..k0 + hd).ok_or(Error::InvalidConfig)?;
-        let mut k_bad = false;
-        for ((&kb, v), a) in k.iter().zip(rv.iter_mut()).zip(ra.iter_mut()) {
-            (*v, *a) = f16_split(kb);
-            k_bad |= f16_nonfinite(kb);
-        }
+        let k_bad = (fns.split)(k, &mut r0[..hd], &mut r1[..hd]);
         for gi in 0..group {
-            let (mut b0, mut b1, mut b2) = (0i64, 0i64, 0i64);
-            for d in 0..hd {
-                let prod = qv[gi][d] as i64 * rv[d] as i64;
-                let c = qa[gi][d] + ra[d];
-                b0 += if c == 0 { prod } else { 0 };
-                b1 += if c == 1 { prod } else { 0 };
-                b2 += if c == 2 { prod } else { 0 };
-            }
+            let [b0, b1, b2] = (fns.dot)(&q0[gi][..hd], &q1[gi][..hd], &r0[..hd], &r1[..hd]);
             let mut acc = ExactAcc {
                 sum: 0,
                 nonfinite: q_bad[gi] | k_bad,
@@ -180,20 +170,12 @@ fn group_f16<K: KvRead + ?Sized>(
     let mut b = [[[0i64; MAX_HEAD_DIM]; 3]; MAX_GROUP];
     let mut wide = [[ExactAcc::default(); MAX_HEAD_DIM]; MAX_GROUP];
     let mut bad = [false; MAX_GROUP];
-    let mut r0 = [0i32; MAX_HEAD_DIM];
-    let mut r1 = [0i32; MAX_HEAD_DIM];
     for t in 0..n_ctx {
         let KvSlice::F16(v) = kv.v(t) else {
             return Err(Error::InvalidConfig);
         };
         let v = v.get(k0..k0 + hd).ok_or(Error::InvalidConfig)?;
-        let mut v_bad = false;
-        for (&vb, (x0, x1)) in v.iter().zip(r0.iter_mut().zip(r1.iter_mut())) {
-            let (x, a) = f16_split(vb);
-            // Class 0 in x0, class 1 in x1, the other one zero.
-            (*x0, *x1) = if a == 0 { (x, 0) } else { (0, x) };
-            v_bad |= f16_nonfinite(vb);
-        }
+        let v_bad = (fns.split)(v, &mut r0[..hd], &mut r1[..hd]);
         for gi in 0..group {
             let pb = scores[gi * n_ctx + t].to_f16_bits();
             bad[gi] |= v_bad | f16_nonfinite(pb);
@@ -202,14 +184,7 @@ fn group_f16<K: KvRead + ?Sized>(
             // buckets, each takes one product per position (as before).
             let [c0, c1, c2] = &mut b[gi];
             let (lo, hi) = if pa == 0 { (c0, c1) } else { (c1, c2) };
-            for ((l, h), (&x0, &x1)) in lo[..hd]
-                .iter_mut()
-                .zip(hi[..hd].iter_mut())
-                .zip(r0[..hd].iter().zip(&r1[..hd]))
-            {
-                *l += pv as i64 * x0 as i64;
-                *h += pv as i64 * x1 as i64;
-            }
+            (fns.axpy)(pv, &r0[..hd], &r1[..hd], &mut lo[..hd], &mut hi[..hd]);
         }
         if (t + 1) % F16_FLUSH == 0 {
             for gi in 0..group {
@@ -225,6 +200,70 @@ fn group_f16<K: KvRead + ?Sized>(
         }
     }
     Ok(())
+}
+
+/// The row kernels of the grouped f16 path (portable, or the same code
+/// compiled for the CPU's SIMD by `quant::simd_x86`; identical integers).
+#[derive(Clone, Copy)]
+pub(crate) struct RowFns {
+    /// [`split_row`].
+    pub split: fn(&[u16], &mut [i32], &mut [i32]) -> bool,
+    /// [`dot_classes`].
+    pub dot: fn(&[i32], &[i32], &[i32], &[i32]) -> [i64; 3],
+    /// [`axpy2`].
+    pub axpy: fn(i32, &[i32], &[i32], &mut [i64], &mut [i64]),
+}
+
+fn row_fns() -> RowFns {
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    if let Some(f) = crate::quant::simd_x86::attention_fns() {
+        return f;
+    }
+    RowFns {
+        split: split_row,
+        dot: dot_classes,
+        axpy: axpy2,
+    }
+}
+
+/// Splits binary16 values `h = v · 2^(15·a − 24)` ([`f16_split`]) by class:
+/// `x0 = v` where `a = 0` (else 0), `x1 = v` where `a = 1` (else 0). Returns
+/// whether any value is ±∞ or NaN. Branch-free so that it vectorizes.
+#[inline(always)]
+pub(crate) fn split_row(h: &[u16], x0: &mut [i32], x1: &mut [i32]) -> bool {
+    let mut bad = false;
+    for ((&b, o0), o1) in h.iter().zip(x0.iter_mut()).zip(x1.iter_mut()) {
+        let (v, a) = f16_split(b);
+        let m = (a as i32).wrapping_neg(); // all ones for class 1
+        *o0 = v & !m;
+        *o1 = v & m;
+        bad |= f16_nonfinite(b);
+    }
+    bad
+}
+
+/// The three exponent-class sums of `a · b` for split rows: class 0
+/// `Σ a0·b0`, class 1 `Σ a0·b1 + a1·b0`, class 2 `Σ a1·b1`. Each product is
+/// below 2^50 and a row has at most 2·[`MAX_HEAD_DIM`] of them per class,
+/// so no `i64` can overflow.
+#[inline(always)]
+pub(crate) fn dot_classes(a0: &[i32], a1: &[i32], b0: &[i32], b1: &[i32]) -> [i64; 3] {
+    let (mut c0, mut c1, mut c2) = (0i64, 0i64, 0i64);
+    for (((&x0, &x1), &y0), &y1) in a0.iter().zip(a1).zip(b0).zip(b1) {
+        c0 += x0 as i64 * y0 as i64;
+        c1 += x0 as i64 * y1 as i64 + x1 as i64 * y0 as i64;
+        c2 += x1 as i64 * y1 as i64;
+    }
+    [c0, c1, c2]
+}
+
+/// `lo[d] += p·x0[d]`, `hi[d] += p·x1[d]`.
+#[inline(always)]
+pub(crate) fn axpy2(p: i32, x0: &[i32], x1: &[i32], lo: &mut [i64], hi: &mut [i64]) {
+    for (((l, h), &a), &b) in lo.iter_mut().zip(hi.iter_mut()).zip(x0).zip(x1) {
+        *l += p as i64 * a as i64;
+        *h += p as i64 * b as i64;
+    }
 }
 
 /// One head over an F16 cache: exact f16 dots.

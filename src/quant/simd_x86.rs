@@ -288,6 +288,49 @@ fn fused_avx2<const Q41: bool, const N: usize>(
     res
 }
 
+/// The grouped f16 attention's row kernels compiled for AVX2 (the same
+/// portable code, auto-vectorized), if the CPU has it.
+pub(crate) fn attention_fns() -> Option<crate::kernels::attention::RowFns> {
+    if !std::is_x86_feature_detected!("avx2") {
+        return None;
+    }
+    Some(crate::kernels::attention::RowFns {
+        split: split_entry,
+        dot: dot_entry,
+        axpy: axpy_entry,
+    })
+}
+
+fn split_entry(h: &[u16], x0: &mut [i32], x1: &mut [i32]) -> bool {
+    // SAFETY: only reachable through `attention_fns`, which checked AVX2.
+    unsafe { split_avx2(h, x0, x1) }
+}
+
+fn dot_entry(a0: &[i32], a1: &[i32], b0: &[i32], b1: &[i32]) -> [i64; 3] {
+    // SAFETY: only reachable through `attention_fns`, which checked AVX2.
+    unsafe { dot_avx2(a0, a1, b0, b1) }
+}
+
+fn axpy_entry(p: i32, x0: &[i32], x1: &[i32], lo: &mut [i64], hi: &mut [i64]) {
+    // SAFETY: only reachable through `attention_fns`, which checked AVX2.
+    unsafe { axpy_avx2(p, x0, x1, lo, hi) }
+}
+
+#[target_feature(enable = "avx2")]
+fn split_avx2(h: &[u16], x0: &mut [i32], x1: &mut [i32]) -> bool {
+    crate::kernels::attention::split_row(h, x0, x1)
+}
+
+#[target_feature(enable = "avx2")]
+fn dot_avx2(a0: &[i32], a1: &[i32], b0: &[i32], b1: &[i32]) -> [i64; 3] {
+    crate::kernels::attention::dot_classes(a0, a1, b0, b1)
+}
+
+#[target_feature(enable = "avx2")]
+fn axpy_avx2(p: i32, x0: &[i32], x1: &[i32], lo: &mut [i64], hi: &mut [i64]) {
+    crate::kernels::attention::axpy2(p, x0, x1, lo, hi)
+}
+
 /// 32 bytes at the start of `s` (`None` if shorter).
 #[inline(always)]
 fn load32(s: &[u8]) -> Option<__m256i> {
