@@ -9,7 +9,7 @@ use common::{Rng, f16_finite, f16_scaled, round_2m48, sw};
 use detllm::F32;
 use detllm::quant::GgmlType;
 use detllm::quant::act::{
-    ActRow, FLAG_D_NONFINITE, FLAG_S_NONFINITE, act_scale, quantize_block_q8,
+    ActRow, FLAG_D_NONFINITE, FLAG_S_NONFINITE, act_scale, q8_round, quantize_block_q8,
 };
 use detllm::quant::dot::dot_row;
 use proptest::prelude::*;
@@ -391,4 +391,30 @@ fn q8_quantizer_edge_cases() {
     x[3] = 2.5;
     let (qs, _, _, _) = quantize_block_q8(&x.map(sw));
     assert_eq!(&qs[..4], &[127, 1, -1, 3]);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(20000))]
+    /// The integer element quantizer equals hardware `roundf(v · id)`
+    /// (binary32 product, RNE) clamped to ±127, for every finite `v` and
+    /// positive normal `id`; `near` puts `v · id` within a few ulps of a
+    /// half-integer, where the product's rounding decides the result; with
+    /// `short`, `id = 1.5 · 2^e`, so the exact product has two bits beyond
+    /// binary32 and exact ties of its rounding (ties-to-even) occur.
+    #[test]
+    fn q8_round_matches_hardware(vb in any::<u32>(), ib in 0x0080_0000u32..0x7F80_0000,
+                                 near in any::<bool>(), short in any::<bool>(), nudge in -3i32..=3) {
+        let ib = if short { (ib & 0x7F80_0000) | 0x0040_0000 } else { ib };
+        let id = f32::from_bits(ib);
+        let v = if near {
+            let target = (vb % 512) as f32 * 0.5 - 128.0;
+            let v = target / id;
+            f32::from_bits((v.to_bits() as i32).wrapping_add(nudge) as u32)
+        } else {
+            f32::from_bits(vb)
+        };
+        prop_assume!(v.is_finite());
+        let want = ((v * id).round() as i32).clamp(-127, 127);
+        prop_assert_eq!(q8_round(sw(v), sw(id)), want, "v = {:e}, id = {:e}", v, id);
+    }
 }

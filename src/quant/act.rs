@@ -147,17 +147,59 @@ pub fn quantize_block_q8(x: &[F32; QK]) -> ([i8; QK], u16, u16, i32) {
     let id = if d.is_zero() { F32::ZERO } else { F32::ONE / d };
     let mut qs = [0i8; QK];
     let mut sum = 0i32;
+    // The common case (finite block, 1/d a positive normal) in integers.
+    let idb = id.to_bits();
+    let fast = amax.is_finite() && (0x0080_0000..0x7F80_0000).contains(&idb);
     for (q, &v) in qs.iter_mut().zip(x) {
         // |x·id| rounds to at most 127 whenever 1/d is finite; NaN products
         // give 0. When d is a tiny subnormal, 1/d overflows and llama.cpp's
         // `(int8_t)roundf(±inf)` is undefined; this profile saturates to ±127
         // (so |q| ≤ 127 always, which the SIMD kernels rely on).
-        let r = (v * id).to_i32_round_ties_away().clamp(-127, 127);
+        let r = if fast {
+            q8_round(v, id)
+        } else {
+            (v * id).to_i32_round_ties_away().clamp(-127, 127)
+        };
         *q = r as i8;
         sum += r;
     }
     let s = F32::from_i32(sum) * d;
     (qs, d.to_f16_bits(), s.to_f16_bits(), sum)
+}
+
+/// `(v · id).to_i32_round_ties_away().clamp(-127, 127)` for a finite `v`
+/// and a positive normal `id` (other inputs: unspecified), in integers and
+/// without data-dependent branches for normal `v`: the exact product
+/// `mv·mi · 2^k` (`mv·mi` in `[2^46, 2^48)`), rounded once to 24 bits (RNE:
+/// the binary32 product), then to an integer with ties away from zero, then
+/// clamped. A product below 2^-126 is not rounded as a subnormal, but it is
+/// below 1/2 either way, so the integer is 0 all the same.
+#[inline(always)]
+pub fn q8_round(v: F32, id: F32) -> i32 {
+    let (vb, ib) = (v.to_bits(), id.to_bits());
+    let ev = ((vb >> 23) & 0xFF) as i32;
+    if ev == 0 {
+        // Zero or subnormal v (rare): the soft-float formula.
+        return (v * id).to_i32_round_ties_away().clamp(-127, 127);
+    }
+    let mv = ((vb & 0x7F_FFFF) | 0x80_0000) as u64;
+    let mi = ((ib & 0x7F_FFFF) | 0x80_0000) as u64;
+    let ei = ((ib >> 23) & 0xFF) as i32;
+    // |v·id| = p · 2^(ev + ei - 300) exactly; keep 24 of p's 47 or 48 bits.
+    let p = mv * mi;
+    let s = 23 + (p >> 47) as u32;
+    let (q, rem, half) = (p >> s, p & ((1u64 << s) - 1), 1u64 << (s - 1));
+    // (Which way an exact tie goes here never changes the result — every
+    // half-integer up to 127.5 has an even 24-bit significand — but this is
+    // the binary32 product's RNE, kept literal.)
+    let up = (rem > half) as u64 | ((rem == half) as u64 & q & 1);
+    let m = q + up; // ≤ 2^24; |fl(v·id)| = m / 2^t
+    let t = 300 - ev - ei - s as i32;
+    // t ≤ 0: at least 2^23, clamps to 127 (so does (m + 1) >> 1); t ≥ 40:
+    // below 2^-15, rounds to 0 (so does the shift by 40).
+    let t = t.clamp(1, 40) as u32;
+    let r = ((m + (1u64 << (t - 1))) >> t).min(127) as i32;
+    if vb >> 31 != 0 { -r } else { r }
 }
 
 /// `quantize_row_q8_0_ref`: `x` (n, n % 32 == 0) → GGUF `Q8_0` bytes.
