@@ -127,3 +127,42 @@ proptest! {
         }
     }
 }
+
+/// `sig · 2^exp` rounded to binary32 by the hardware: exact in f64 when
+/// `|sig| < 2^53` (one rounding, subnormals included); otherwise `sig` is
+/// first rounded to 24 bits (RNE) by hand, which is the whole rounding when
+/// the result is normal.
+fn scaled_ref(sig: i128, exp: i32) -> Option<u32> {
+    let mag = sig.unsigned_abs();
+    let (q, e) = if mag < 1 << 53 {
+        (mag, exp)
+    } else {
+        let s = 128 - mag.leading_zeros() - 24;
+        let (q, rem, half) = (mag >> s, mag & ((1u128 << s) - 1), 1u128 << (s - 1));
+        let up = rem > half || (rem == half && q & 1 == 1);
+        let r = (q + up as u128, exp + s as i32);
+        // Normal results only: 2^23 ≤ q·2^e/2^… must be ≥ 2^-126.
+        if r.1 + 23 < -126 {
+            return None;
+        }
+        r
+    };
+    let v = q as f64 * 2f64.powi(e);
+    let v = if sig < 0 { -v } else { v };
+    Some((v as f32).to_bits())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(20000))]
+    /// `from_i128_scaled` (64-bit fast path and 128-bit path) equals the
+    /// hardware rounding, from subnormal results to overflow.
+    #[test]
+    fn from_i128_scaled_matches_hardware(bits in 1u32..=127, raw in any::<u128>(), neg in any::<bool>(),
+                                         exp in -300i32..200) {
+        let mag = (raw >> (128 - bits)) | (1u128 << (bits - 1));
+        let sig = if neg { -(mag as i128) } else { mag as i128 };
+        if let Some(want) = scaled_ref(sig, exp) {
+            prop_assert_eq!(F32::from_i128_scaled(sig, exp).to_bits(), want, "{} · 2^{}", sig, exp);
+        }
+    }
+}

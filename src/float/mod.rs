@@ -129,25 +129,29 @@ impl F32 {
     /// uses to leave fixed point.
     #[inline]
     pub fn from_i128_scaled(sig: i128, exp: i32) -> F32 {
-        round_pack(sig < 0, sig.unsigned_abs(), exp)
+        let a = sig.unsigned_abs();
+        match u64::try_from(a) {
+            Ok(a) => pack::round_pack_u64(sig < 0, a, exp),
+            Err(_) => round_pack(sig < 0, a, exp),
+        }
     }
 
     /// `v` rounded to nearest, ties to even.
     #[inline]
     pub fn from_i32(v: i32) -> F32 {
-        round_pack(v < 0, v.unsigned_abs() as u128, 0)
+        pack::round_pack_u64(v < 0, v.unsigned_abs() as u64, 0)
     }
 
     /// `v` rounded to nearest, ties to even.
     #[inline]
     pub fn from_u32(v: u32) -> F32 {
-        round_pack(false, v as u128, 0)
+        pack::round_pack_u64(false, v as u64, 0)
     }
 
     /// `v` rounded to nearest, ties to even.
     #[inline]
     pub fn from_i64(v: i64) -> F32 {
-        round_pack(v < 0, v.unsigned_abs() as u128, 0)
+        pack::round_pack_u64(v < 0, v.unsigned_abs(), 0)
     }
 }
 
