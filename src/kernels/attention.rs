@@ -209,10 +209,15 @@ pub(crate) struct RowFns {
     /// [`split_row`].
     pub split: fn(&[u16], &mut [i32], &mut [i32]) -> bool,
     /// [`dot_classes`].
-    pub dot: fn(&[i32], &[i32], &[i32], &[i32]) -> [i64; 3],
+    pub dot: DotFn,
     /// [`axpy2`].
-    pub axpy: fn(i32, &[i32], &[i32], &mut [i64], &mut [i64]),
+    pub axpy: AxpyFn,
 }
+
+/// Signature of [`dot_classes`].
+pub(crate) type DotFn = fn(&[i32], &[i32], &[i32], &[i32]) -> [i64; 3];
+/// Signature of [`axpy2`].
+pub(crate) type AxpyFn = fn(i32, &[i32], &[i32], &mut [i64], &mut [i64]);
 
 fn row_fns() -> RowFns {
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
