@@ -345,7 +345,12 @@ pub fn rows_kernel_with(w: &QMatrix<'_>, r0: usize, x: &QActs<'_>, out: &mut [F3
         chunk_fn(w.ty, path)
     };
     let mut done = 0;
-    if let Some(f) = f {
+    if let (1, Some(Kernel::Fused(single, _))) = (m, f) {
+        // One input row: a lean loop over the groups.
+        if let Some(n) = groups_one(w, r0, x, out, single) {
+            done = n;
+        }
+    } else if let Some(f) = f {
         let mut wc = WChunk::ZERO;
         while done + ROW_GROUP <= n_rows {
             let cells = &mut out[done * m..(done + ROW_GROUP) * m];
@@ -369,6 +374,62 @@ pub fn rows_kernel_with(w: &QMatrix<'_>, r0: usize, x: &QActs<'_>, out: &mut [F3
             };
         }
     }
+}
+
+/// Every whole group of weight rows `r0..` against the single input row of
+/// `x`, with a fused kernel, into `out`; returns the rows done (`None`, with
+/// nothing written, if the input is not what the kernel expects).
+fn groups_one(
+    w: &QMatrix<'_>,
+    r0: usize,
+    x: &QActs<'_>,
+    out: &mut [F32],
+    f: FusedFn,
+) -> Option<usize> {
+    let a = x.row(0).ok()?;
+    let nb = w.n_in / QK;
+    let act_flags = match w.ty {
+        GgmlType::Q4_1 => FLAG_D_NONFINITE | FLAG_S_NONFINITE,
+        GgmlType::Q8_0 => FLAG_D_NONFINITE,
+        _ => return None,
+    };
+    let has_m = w.ty == GgmlType::Q4_1;
+    if a.qs.len() != w.n_in || a.sc.len() != nb || a.ch.len() != nb.div_ceil(CHUNK_BLOCKS) {
+        return None;
+    }
+    let act_bad = a.flags & act_flags != 0;
+    let rb = w.row_bytes();
+    let n_groups = out.len() / ROW_GROUP;
+    let start = r0.checked_mul(rb)?;
+    let data = w.data.get(start..start + n_groups * ROW_GROUP * rb)?;
+    for (gi, (group_bytes, cells_out)) in data
+        .chunks_exact(ROW_GROUP * rb)
+        .zip(out.chunks_exact_mut(ROW_GROUP))
+        .enumerate()
+    {
+        let mut cells = [ExactAcc::default(); ROW_GROUP];
+        for (c, b0) in (0..nb).step_by(CHUNK_BLOCKS).enumerate() {
+            let cn = CHUNK_BLOCKS.min(nb - b0);
+            let (qs, sc) = (&a.qs[b0 * QK..(b0 + cn) * QK], &a.sc[b0..b0 + cn]);
+            let res = f(group_bytes, rb, b0, cn, qs, sc, &a.ch[c]);
+            for (r, cell) in cells.iter_mut().enumerate() {
+                if res.ok {
+                    cell.add_shifted(res.d[r], res.dbase[r]);
+                    if has_m {
+                        cell.add_shifted(res.m[r], res.mbase[r]);
+                    }
+                } else {
+                    let row = w.row(r0 + gi * ROW_GROUP + r).ok()?;
+                    chunk_wide(w.ty, row, b0, cn, qs, sc, cell);
+                }
+                cell.nonfinite |= res.bad[r] || act_bad;
+            }
+        }
+        for (o, c) in cells_out.iter_mut().zip(cells) {
+            *o = c.finish();
+        }
+    }
+    Some(n_groups * ROW_GROUP)
 }
 
 /// One group of [`ROW_GROUP`] weight rows × all M inputs into `out` (ROW_GROUP, M).
