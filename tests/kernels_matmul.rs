@@ -201,3 +201,16 @@ fn matmul_rejects_bad_shapes_without_writing() {
     assert!(out.iter().all(|v| v.is_nan()));
     assert!(a.quantize(&[F32::ONE; 192]).is_err());
 }
+
+/// Batches longer than the blocked kernels' pass of input rows (64), so a
+/// second and third pass over the weight groups run, for both fast formats.
+#[test]
+fn batches_beyond_one_pass_agree() {
+    for (seed, m) in [(11u64, 65usize), (12, 130)] {
+        for ti in 0..TYPES.len() {
+            if matches!(TYPES[ti], GgmlType::Q4_1 | GgmlType::Q8_0) {
+                check(seed, ti, 20, 9, m, seed % 2 == 0);
+            }
+        }
+    }
+}

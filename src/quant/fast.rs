@@ -351,19 +351,34 @@ pub fn rows_kernel_with(w: &QMatrix<'_>, r0: usize, x: &QActs<'_>, out: &mut [F3
             done = n;
         }
     } else if let Some(f) = f {
+        // Input rows are fetched and checked once per ACT_SUPER of them, not
+        // once per group; every group runs on each batch of rows.
         let mut wc = WChunk::ZERO;
-        while done + ROW_GROUP <= n_rows {
-            let cells = &mut out[done * m..(done + ROW_GROUP) * m];
-            let ok = if m == 1 {
-                group::<1>(w, r0 + done, x, cells, f, &mut wc)
-            } else {
-                group::<M_TILE>(w, r0 + done, x, cells, f, &mut wc)
-            };
-            if ok.is_none() {
+        let mut buf: [Option<ActRow<'_>>; ACT_SUPER] = [None; ACT_SUPER];
+        let mut groups = n_rows / ROW_GROUP;
+        for s0 in (0..m).step_by(ACT_SUPER) {
+            let sl = ACT_SUPER.min(m - s0);
+            for (j, a) in buf.iter_mut().enumerate().take(sl) {
+                *a = x.row(s0 + j).ok().filter(|r| fits_kernel(w, r));
+            }
+            if buf[..sl].iter().any(Option::is_none) {
+                groups = 0;
                 break;
             }
-            done += ROW_GROUP;
+            for g in 0..groups {
+                let cells = &mut out[g * ROW_GROUP * m..(g + 1) * ROW_GROUP * m];
+                let ok = if m == 1 {
+                    group::<1>(w, r0 + g * ROW_GROUP, &buf[..sl], s0, m, cells, f, &mut wc)
+                } else {
+                    group::<M_TILE>(w, r0 + g * ROW_GROUP, &buf[..sl], s0, m, cells, f, &mut wc)
+                };
+                if ok.is_none() {
+                    groups = g;
+                    break;
+                }
+            }
         }
+        done = groups * ROW_GROUP;
     }
     for (i, cells) in out.chunks_mut(m).enumerate().skip(done) {
         let row = w.row(r0 + i);
@@ -432,17 +447,29 @@ fn groups_one(
     Some(n_groups * ROW_GROUP)
 }
 
-/// One group of [`ROW_GROUP`] weight rows × all M inputs into `out` (ROW_GROUP, M).
-/// `None` (nothing written) if a row or input is not what the kernel expects.
+/// Input rows the blocked kernels take per pass over all weight groups.
+const ACT_SUPER: usize = 64;
+
+/// Whether the blocked kernels can take input row `a` for `w`.
+fn fits_kernel(w: &QMatrix<'_>, a: &ActRow<'_>) -> bool {
+    let nb = w.n_in / QK;
+    a.qs.len() == w.n_in && a.sc.len() == nb && a.ch.len() == nb.div_ceil(CHUNK_BLOCKS)
+}
+
+/// One group of [`ROW_GROUP`] weight rows × the input rows `acts` (columns
+/// `col0..` of `m`, all checked by [`fits_kernel`]) into `out` (ROW_GROUP, m).
+/// `None` (nothing written) if the weight rows are not what the kernel expects.
+#[allow(clippy::too_many_arguments)]
 fn group<const MT: usize>(
     w: &QMatrix<'_>,
     r0: usize,
-    x: &QActs<'_>,
+    all: &[Option<ActRow<'_>>],
+    col0: usize,
+    m: usize,
     out: &mut [F32],
     kernel: Kernel,
     wc: &mut WChunk,
 ) -> Option<()> {
-    let m = x.rows();
     let rb = w.row_bytes();
     let group_bytes = w.data.get(r0 * rb..(r0 + ROW_GROUP) * rb)?;
     let rows: [&[u8]; ROW_GROUP] = [
@@ -463,19 +490,13 @@ fn group<const MT: usize>(
         GgmlType::Q8_0 => (34, false, LIM_Q8_0_D, u32::MAX, FLAG_D_NONFINITE),
         _ => return None,
     };
+    if out.len() < ROW_GROUP * m || col0 + all.len() > m {
+        return None;
+    }
     let mut acts: [Option<ActRow<'_>>; MT] = [None; MT];
-    for m0 in (0..m).step_by(MT) {
-        let mt = MT.min(m - m0);
-        for (j, a) in acts.iter_mut().enumerate().take(mt) {
-            let row = x.row(m0 + j).ok()?;
-            if row.qs.len() != w.n_in
-                || row.sc.len() != nb
-                || row.ch.len() != nb.div_ceil(CHUNK_BLOCKS)
-            {
-                return None;
-            }
-            *a = Some(row);
-        }
+    for m0 in (0..all.len()).step_by(MT) {
+        let mt = MT.min(all.len() - m0);
+        acts[..mt].copy_from_slice(&all[m0..m0 + mt]);
         let mut cells = [[ExactAcc::default(); MT]; ROW_GROUP];
         for (c, b0) in (0..nb).step_by(CHUNK_BLOCKS).enumerate() {
             let cn = CHUNK_BLOCKS.min(nb - b0);
@@ -560,7 +581,7 @@ fn group<const MT: usize>(
         }
         for r in 0..ROW_GROUP {
             for j in 0..mt {
-                out[r * m + m0 + j] = cells[r][j].finish();
+                out[r * m + col0 + m0 + j] = cells[r][j].finish();
             }
         }
     }
