@@ -207,8 +207,8 @@ fn matmul_rejects_bad_shapes_without_writing() {
 #[test]
 fn batches_beyond_one_pass_agree() {
     for (seed, m) in [(11u64, 65usize), (12, 130)] {
-        for ti in 0..TYPES.len() {
-            if matches!(TYPES[ti], GgmlType::Q4_1 | GgmlType::Q8_0) {
+        for (ti, ty) in TYPES.iter().enumerate() {
+            if matches!(ty, GgmlType::Q4_1 | GgmlType::Q8_0) {
                 check(seed, ti, 20, 9, m, seed % 2 == 0);
             }
         }
