@@ -3,9 +3,10 @@
 //! Algorithm: split `x = k + f` exactly (`k` an integer, `f` in `[0, 1)` as
 //! Q0.128), then `2^f = 2^(i/64) · e^(h)` with `i` the top six bits of `f`,
 //! `g = f - i/64 < 2^-6` and `h = g · ln 2`. The table holds `2^(i/64)` as
-//! Q1.127 (1 KiB). The fast path evaluates `e^h - 1` by Horner to degree 7 in
-//! Q0.64 (truncation < 2^-67) and multiplies by the table value's top 64
-//! bits; its error is below 5 units of 2^-63 relative, tested against 16. The
+//! Q1.127 (1 KiB). The fast path evaluates `e^h - 1` by Horner to degree 5 in
+//! Q0.64 (truncation < 2^-48.6) and multiplies by the table value's top 64
+//! bits; its error is below 2^15.4 + 5 units of 2^-63 (the table value is
+//! below 2), tested against 2^16 + 16. The
 //! accurate path does the same in Q0.128 to degree 16 (error below 2^-115).
 //! The result `M · 2^(k-63)` is rounded once by `round_pack`, which also
 //! handles subnormal results and overflow.
@@ -22,8 +23,16 @@ use crate::F32;
 
 /// ln 2 as Q0.64 (top half of the Q0.128 constant, truncated).
 const LN2_Q64: u64 = (LN2_Q128 >> 64) as u64;
-/// Fast-path error bound in units of the last bit of the Q1.63 result.
-const FAST_ERR: u128 = 16;
+/// Degree of the fast path's Taylor polynomial for `e^h - 1`, `|h| < 2^-6·ln 2`:
+/// the truncation is below `1.01 · h^6/6! < 2^-48.6`; times the table value
+/// (below 2) that is under 2^15.4 units of 2^-63 in the result.
+const FAST_DEGREE: usize = 5;
+/// Fast-path error bound in units of the last bit of the Q1.63 result: the
+/// truncation (< 2^15.4) plus the fixed-point roundings (below 5 units,
+/// formerly tested against 16). A result this close to a rounding boundary
+/// of binary32 (2^40 units apart) takes the accurate path — about one input
+/// in 2^23.
+const FAST_ERR: u128 = (1 << 16) + 16;
 /// Accurate-path error bound in units of the last bit of the Q1.127 result.
 const SLOW_ERR: u128 = 1 << 12;
 
@@ -44,8 +53,8 @@ pub(super) fn pow2_fast(k: i32, f: u128, f_err_q127: u128) -> Option<F32> {
     let i = (f_q64 >> 58) as usize & 63;
     let g = f_q64 & ((1u64 << 58) - 1); // < 2^-6 in Q0.64
     let h = mul64(g, LN2_Q64);
-    let mut a = INV_FACT_Q64[7];
-    let mut n = 6;
+    let mut a = INV_FACT_Q64[FAST_DEGREE];
+    let mut n = FAST_DEGREE - 1;
     while n >= 2 {
         a = INV_FACT_Q64[n] + mul64(h, a);
         n -= 1;
