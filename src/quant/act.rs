@@ -63,16 +63,17 @@ pub struct ActScale {
     pub bsum: i32,
     /// Signed mantissa of `d`.
     pub dm: i32,
-    /// Shift of `d`.
-    pub dsh: u32,
-    /// Signed mantissa of `s`.
+    /// Signed mantissa of `s` (next to `dm`: the SIMD kernels broadcast the
+    /// pair with one 64-bit load).
     pub sm: i32,
-    /// Shift of `s`.
-    pub ssh: u32,
     /// `dsh` minus its chunk's [`ChunkScale::dbase`] (0 when `dm == 0`).
     pub drel: u32,
     /// `ssh` minus its chunk's [`ChunkScale::sbase`] (0 when `sm == 0`).
     pub srel: u32,
+    /// Shift of `d`.
+    pub dsh: u32,
+    /// Shift of `s`.
+    pub ssh: u32,
 }
 
 /// Blocks per chunk of the fast kernels' `i64` accumulation (1024 elements).

@@ -205,6 +205,7 @@ fn fused_avx2<const Q41: bool, const N: usize>(
     let mut acc_d = [zero; N];
     let mut acc_m = [zero; N];
     let mask = _mm256_set1_epi8(0x0F);
+    let nib_shift = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
     let ones = _mm256_set1_epi16(1);
     let ones64 = _mm256_set1_epi64x(1);
     let lo32 = _mm256_set1_epi64x(0xFFFF_FFFF);
@@ -221,9 +222,13 @@ fn fused_avx2<const Q41: bool, const N: usize>(
         // The four rows' weight bytes, decoded once for the whole tile:
         // Q4_1 nibbles as unsigned bytes; Q8_0 magnitudes and raw signs.
         let (w, sgn) = if Q41 {
+            // The 16 bytes in both halves; the upper half's dwords shifted
+            // by 4, so after the mask it holds the high nibbles.
             // SAFETY: at(r, 4) + 16 ≤ at(r, bs) ≤ 4·rb ≤ group.len().
-            let ld = |r: usize| unsafe { _mm_loadu_si128(base_ptr.add(at(r, 4)).cast()) };
-            let un = |q: __m128i| _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), mask);
+            let ld = |r: usize| unsafe {
+                _mm256_broadcastsi128_si256(_mm_loadu_si128(base_ptr.add(at(r, 4)).cast()))
+            };
+            let un = |q: __m256i| _mm256_and_si256(_mm256_srlv_epi32(q, nib_shift), mask);
             (
                 [un(ld(0)), un(ld(1)), un(ld(2)), un(ld(3))],
                 [zero; ROW_GROUP],
