@@ -90,12 +90,12 @@ fn run(par: &impl detllm::Parallel, w: &QMatrix, x: &[F32], m: usize) -> Vec<u32
     out.iter().map(|v| v.to_bits()).collect()
 }
 
-fn paths(w: &QMatrix, x: &[F32], m: usize, split: usize) -> [Vec<u32>; 3] {
+fn paths(w: &QMatrix, x: &[F32], m: usize, split: usize) -> [Vec<u32>; 4] {
     let mut buf = vec![0u8; QActs::bytes_for(ActKind::for_weight(w.ty), m, w.n_in).unwrap()];
     let mut arena = Arena::new(&mut buf);
     let mut a = QActs::new(&mut arena, ActKind::for_weight(w.ty), m, w.n_in).unwrap();
     a.quantize(x).unwrap();
-    [Path::Reference, Path::Portable, Path::Auto].map(|p| {
+    [Path::Reference, Path::Portable, Path::Auto, Path::Avx2].map(|p| {
         // (n_out, M) in two arbitrary row ranges.
         let mut out = vec![F32::ZERO; m * w.n_out];
         let (lo, hi) = out.split_at_mut(split * m);
@@ -119,9 +119,13 @@ fn check(seed: u64, ti: usize, kb: usize, n_out: usize, m: usize, wild: bool) {
     let batch = run(&Serial, &w, &x, m);
     // Paths agree (with an arbitrary split of the rows).
     let split = (seed as usize) % (n_out + 1);
-    let [r, p, s] = paths(&w, &x, m, split);
-    for (o, (a, (b, c))) in r.iter().zip(p.iter().zip(&s)).enumerate() {
-        assert_eq!((a, a), (b, c), "{ty:?} cell {o} ref/portable/simd");
+    let [r, p, s, v2] = paths(&w, &x, m, split);
+    for (o, (a, (b, (c, d)))) in r.iter().zip(p.iter().zip(s.iter().zip(&v2))).enumerate() {
+        assert_eq!(
+            (a, a, a),
+            (b, c, d),
+            "{ty:?} cell {o} ref/portable/best SIMD/AVX2"
+        );
     }
     // (n_out, M) reference vs the batched matmul (M, n_out).
     for i in 0..m {
@@ -173,9 +177,10 @@ fn smollm2_shapes_agree() {
             let wb = weights(&mut rng, ty, n_in, n_out, false);
             let w = QMatrix::new(ty, n_in, n_out, &wb).unwrap();
             let x = inputs(&mut rng, 3, n_in, false);
-            let [r, p, s] = paths(&w, &x, 3, n_out / 3);
+            let [r, p, s, v2] = paths(&w, &x, 3, n_out / 3);
             assert_eq!(r, p);
             assert_eq!(r, s);
+            assert_eq!(r, v2);
         }
     }
 }

@@ -58,6 +58,9 @@ pub enum Path {
     /// The blocked kernel with the best SIMD the CPU has (falls back to
     /// `Portable` where there is none).
     Auto,
+    /// The blocked kernel's AVX2 version even where a wider one exists
+    /// (falls back to `Portable` without AVX2), so tests cover both.
+    Avx2,
 }
 
 /// Decoded weight scales of one chunk of a row group, `[block][row]`.
@@ -317,10 +320,16 @@ enum Kernel {
 /// The kernel for `ty` on `path`, if the blocked kernel handles `ty`.
 fn chunk_fn(ty: GgmlType, path: Path) -> Option<Kernel> {
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    if path == Path::Auto
-        && let Some((f, multi)) = super::simd_x86::fused_fns(ty)
     {
-        return Some(Kernel::Fused(f, multi));
+        use super::simd_x86::{Isa, fused_fns};
+        let isa = match path {
+            Path::Auto => Some(Isa::Best),
+            Path::Avx2 => Some(Isa::Avx2),
+            Path::Reference | Path::Portable => None,
+        };
+        if let Some((f, multi)) = isa.and_then(|isa| fused_fns(ty, isa)) {
+            return Some(Kernel::Fused(f, multi));
+        }
     }
     let _ = path;
     match ty {

@@ -1,5 +1,6 @@
-//! AVX2 chunk kernels for the blocked matmul (x86-64, feature `std`, runtime
-//! detected). The only module of the crate allowed `unsafe` code.
+//! AVX2 (and AVX-512 VNNI) chunk kernels for the blocked matmul and the f16
+//! attention rows (x86-64, feature `std`, runtime detected). With
+//! `crate::pool`, the only modules of the crate allowed `unsafe` code.
 //!
 //! They compute exactly the `i64` chunk sums of the portable kernels in
 //! [`super::fast`] (same integers, another instruction sequence), so results
@@ -14,9 +15,10 @@
 //! (`vpmuldq`) shifted by the relative exponent (`vpsllvq`) and added.
 //!
 //! ## Unsafe review
-//! * Every `unsafe` block is a call of a `#[target_feature(enable = "avx2")]`
-//!   function, made only after `is_x86_feature_detected!("avx2")` returned
-//!   true (cached in [`chunk_fn`]'s caller path), or an unaligned load.
+//! * Every `unsafe` block is a call of a `#[target_feature]` function, made
+//!   only through a function pointer handed out after
+//!   `is_x86_feature_detected!` confirmed each of its features (AVX2; for
+//!   the `vpdpbusd` kernels also AVX-512 VL and VNNI), or an unaligned load.
 //! * Loads (`_mm_loadu_si128`, `_mm256_loadu_si256`) read from slices whose
 //!   length was checked to cover the bytes read (`chunks_exact` of the block
 //!   size, `first_chunk`), through unaligned-load intrinsics.
@@ -33,39 +35,32 @@ use super::fast::{
 };
 use core::arch::x86_64::*;
 
-/// The fused AVX2 kernels for `ty` — one input row, and up to [`ACT_TILE`]
-/// rows per pass over the weights — if the CPU has AVX2 and they exist.
-pub(crate) fn fused_fns(ty: GgmlType) -> Option<(FusedFn, FusedMultiFn)> {
+/// Which instruction set the fused kernels use.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Isa {
+    /// AVX2 only (`vpmaddubsw` + `vpmaddwd` for the byte dots).
+    Avx2,
+    /// The best the CPU has: AVX-512 VNNI on 256-bit vectors (`vpdpbusd`)
+    /// where present, else AVX2.
+    Best,
+}
+
+/// The fused kernels for `ty` — one input row, and up to [`ACT_TILE`] rows
+/// per pass over the weights — if the CPU has AVX2 and they exist.
+pub(crate) fn fused_fns(ty: GgmlType, isa: Isa) -> Option<(FusedFn, FusedMultiFn)> {
     if !std::is_x86_feature_detected!("avx2") {
         return None;
     }
-    match ty {
-        GgmlType::Q4_1 => Some((q4_1_entry, q4_1_multi_entry)),
-        GgmlType::Q8_0 => Some((q8_0_entry, q8_0_multi_entry)),
+    let vnni = isa == Isa::Best
+        && std::is_x86_feature_detected!("avx512vl")
+        && std::is_x86_feature_detected!("avx512vnni");
+    match (ty, vnni) {
+        (GgmlType::Q4_1, false) => Some((single::<true, false>, multi::<true, false>)),
+        (GgmlType::Q8_0, false) => Some((single::<false, false>, multi::<false, false>)),
+        (GgmlType::Q4_1, true) => Some((single::<true, true>, multi::<true, true>)),
+        (GgmlType::Q8_0, true) => Some((single::<false, true>, multi::<false, true>)),
         _ => None,
     }
-}
-
-fn q4_1_multi_entry(
-    group: &[u8],
-    rb: usize,
-    b0: usize,
-    nb: usize,
-    t: &ActTile<'_>,
-) -> [Fused; ACT_TILE] {
-    // SAFETY: only reachable through `fused_fns`, which checked AVX2.
-    unsafe { fused_avx2::<true, ACT_TILE>(group, rb, b0, nb, t) }
-}
-
-fn q8_0_multi_entry(
-    group: &[u8],
-    rb: usize,
-    b0: usize,
-    nb: usize,
-    t: &ActTile<'_>,
-) -> [Fused; ACT_TILE] {
-    // SAFETY: only reachable through `fused_fns`, which checked AVX2.
-    unsafe { fused_avx2::<false, ACT_TILE>(group, rb, b0, nb, t) }
 }
 
 /// A tile holding one input row.
@@ -80,7 +75,27 @@ fn one_row<'x>(qs: &'x [i8], sc: &'x [ActScale], ch: &ChunkScale) -> ActTile<'x>
     t
 }
 
-fn q4_1_entry(
+/// [`FusedMultiFn`] entry: Q4_1 if `Q41` (else Q8_0), VNNI if `VNNI`.
+fn multi<const Q41: bool, const VNNI: bool>(
+    group: &[u8],
+    rb: usize,
+    b0: usize,
+    nb: usize,
+    t: &ActTile<'_>,
+) -> [Fused; ACT_TILE] {
+    // SAFETY: only reachable through `fused_fns`, which checked AVX2 (and,
+    // for `VNNI`, AVX-512 VL and VNNI).
+    unsafe {
+        if VNNI {
+            fused_vnni::<Q41, ACT_TILE>(group, rb, b0, nb, t)
+        } else {
+            fused_avx2::<Q41, ACT_TILE>(group, rb, b0, nb, t)
+        }
+    }
+}
+
+/// [`FusedFn`] entry: Q4_1 if `Q41` (else Q8_0), VNNI if `VNNI`.
+fn single<const Q41: bool, const VNNI: bool>(
     group: &[u8],
     rb: usize,
     b0: usize,
@@ -90,24 +105,30 @@ fn q4_1_entry(
     ch: &ChunkScale,
 ) -> Fused {
     let t = one_row(qs, sc, ch);
-    // SAFETY: only reachable through `fused_fns`, which checked AVX2.
-    let [r] = unsafe { fused_avx2::<true, 1>(group, rb, b0, nb, &t) };
+    // SAFETY: as in `multi`.
+    let [r] = unsafe {
+        if VNNI {
+            fused_vnni::<Q41, 1>(group, rb, b0, nb, &t)
+        } else {
+            fused_avx2::<Q41, 1>(group, rb, b0, nb, &t)
+        }
+    };
     r
 }
 
-fn q8_0_entry(
-    group: &[u8],
-    rb: usize,
-    b0: usize,
-    nb: usize,
-    qs: &[i8],
-    sc: &[ActScale],
-    ch: &ChunkScale,
-) -> Fused {
-    let t = one_row(qs, sc, ch);
-    // SAFETY: only reachable through `fused_fns`, which checked AVX2.
-    let [r] = unsafe { fused_avx2::<false, 1>(group, rb, b0, nb, &t) };
-    r
+/// Byte dot of one weight row's block with the activations, as 8 `i32`
+/// lanes: `vpmaddubsw` pairs (never saturating, see the module docs) summed
+/// by `vpmaddwd`.
+#[target_feature(enable = "avx2")]
+fn dot_madd(w: __m256i, y: __m256i) -> __m256i {
+    _mm256_madd_epi16(_mm256_maddubs_epi16(w, y), _mm256_set1_epi16(1))
+}
+
+/// [`dot_madd`] in one `vpdpbusd` (sums of four products: the same lanes'
+/// totals, as exact integers).
+#[target_feature(enable = "avx2,avx512vl,avx512vnni")]
+fn dot_vnni(w: __m256i, y: __m256i) -> __m256i {
+    _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, y)
 }
 
 /// Guessed base below the first block's shift: weight scales of one row
@@ -148,150 +169,168 @@ fn pair(lo: i32, hi: i32) -> __m256i {
     _mm256_set1_epi64x(((hi as i64) << 32) | (lo as u32 as i64))
 }
 
-/// Single pass over one chunk of a group of four rows (Q4_1 if `Q41`, else
-/// Q8_0) for the first `min(t.n, N)` input rows of the tile: decodes the
-/// weight scales against guessed bases, checks the relative shifts, sums in
-/// `i64`. Each weight block's scales and bytes are decoded once and used for
-/// every row of the tile, so the per-row work is only the byte dots and the
-/// exact accumulation; `N = 1` is the single-row kernel.
-///
-/// Scales travel as eight 32-bit lanes `[d0 m0 d1 m1 d2 m2 d3 m3]` (rows 0–3;
-/// for Q8_0 the `m` lanes are zero), so one instruction serves both sums:
-/// `vpmuldq` reads the even (`d`) lanes, and the `m` lanes are moved down.
-#[target_feature(enable = "avx2")]
-fn fused_avx2<const Q41: bool, const N: usize>(
-    group: &[u8],
-    rb: usize,
-    b0: usize,
-    nb: usize,
-    t: &ActTile<'_>,
-) -> [Fused; N] {
-    let bs: usize = if Q41 { 20 } else { 34 };
-    let mut res = [Fused::NOT_OK; N];
-    let n = t.n.min(N);
-    let in_bounds = rb <= (i32::MAX as usize) / 4
-        && group.len() >= ROW_GROUP * rb
-        && (b0 + nb) * bs <= rb
-        && nb > 0
-        && N <= ACT_TILE
-        && n >= 1
-        && (0..n).all(|j| t.qs[j].len() >= nb * QK && t.sc[j].len() >= nb);
-    if !in_bounds {
-        return res;
-    }
-    let base_ptr = group.as_ptr();
-    // The four rows' (d, m) f16 pairs of block b as [d0 m0 d1 m1 d2 m2 d3 m3].
-    let keep = if Q41 {
-        _mm_set1_epi32(-1)
-    } else {
-        _mm_set1_epi32(0xFFFF)
-    };
-    let head = |b: usize| {
-        let o = b * bs;
-        // SAFETY: r·rb + b·bs + 4 ≤ 4·rb ≤ group.len() (checked above).
-        let rd = |r: usize| unsafe { base_ptr.add(r * rb + o).cast::<i32>().read_unaligned() };
-        _mm256_cvtepu16_epi32(_mm_and_si128(
-            _mm_setr_epi32(rd(0), rd(1), rd(2), rd(3)),
-            keep,
-        ))
-    };
-    let zero = _mm256_setzero_si256();
-    let (_, rel0, _) = f16_rel8(head(b0), zero);
-    // rel0 = sh + 1 of the first block; base + 1 = max(sh + 1 - margin, 1).
-    let margin = pair(MARGIN_D, MARGIN_M);
-    let base1 = _mm256_max_epi32(_mm256_sub_epi32(rel0, margin), _mm256_set1_epi32(1));
-    let mut hi = zero;
-    let mut bad = zero;
-    let mut acc_d = [zero; N];
-    let mut acc_m = [zero; N];
-    let mask = _mm256_set1_epi8(0x0F);
-    let nib_shift = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
-    let ones = _mm256_set1_epi16(1);
-    let ones64 = _mm256_set1_epi64x(1);
-    let lo32 = _mm256_set1_epi64x(0xFFFF_FFFF);
-    for b in 0..nb {
-        let blk = b0 + b;
-        let (wm, rel, wbad) = f16_rel8(head(blk), base1);
-        bad = _mm256_or_si256(bad, wbad);
-        hi = _mm256_max_epu32(hi, rel);
-        let at = |r: usize, o: usize| r * rb + blk * bs + o;
-        for r in 0..ROW_GROUP {
-            let p = base_ptr.wrapping_add(at(r, 0) + ROW_GROUP * rb);
-            _mm_prefetch::<_MM_HINT_T0>(p.cast());
-        }
-        // The four rows' weight bytes, decoded once for the whole tile:
-        // Q4_1 nibbles as unsigned bytes; Q8_0 magnitudes and raw signs.
-        let (w, sgn) = if Q41 {
-            // The 16 bytes in both halves; the upper half's dwords shifted
-            // by 4, so after the mask it holds the high nibbles.
-            // SAFETY: at(r, 4) + 16 ≤ at(r, bs) ≤ 4·rb ≤ group.len().
-            let ld = |r: usize| unsafe {
-                _mm256_broadcastsi128_si256(_mm_loadu_si128(base_ptr.add(at(r, 4)).cast()))
-            };
-            let un = |q: __m256i| _mm256_and_si256(_mm256_srlv_epi32(q, nib_shift), mask);
-            (
-                [un(ld(0)), un(ld(1)), un(ld(2)), un(ld(3))],
-                [zero; ROW_GROUP],
-            )
-        } else {
-            // SAFETY: at(r, 2) + 32 = at(r, bs) ≤ 4·rb ≤ group.len().
-            let ld = |r: usize| unsafe { _mm256_loadu_si256(base_ptr.add(at(r, 2)).cast()) };
-            let x = [ld(0), ld(1), ld(2), ld(3)];
-            (x.map(|x| _mm256_sign_epi8(x, x)), x)
-        };
-        for j in 0..n {
-            let Some(y) = t.qs[j].get(b * QK..).and_then(|q| load32(i8_bytes(q))) else {
+/// Stamps the fused kernel for one instruction set (`$dot`: the byte dot).
+macro_rules! fused_kernel {
+    ($(#[$doc:meta])* $name:ident, $features:literal, $dot:ident) => {
+        $(#[$doc])*
+        #[target_feature(enable = $features)]
+        fn $name<const Q41: bool, const N: usize>(
+            group: &[u8],
+            rb: usize,
+            b0: usize,
+            nb: usize,
+            t: &ActTile<'_>,
+        ) -> [Fused; N] {
+            let bs: usize = if Q41 { 20 } else { 34 };
+            let mut res = [Fused::NOT_OK; N];
+            let n = t.n.min(N);
+            let in_bounds = rb <= (i32::MAX as usize) / 4
+                && group.len() >= ROW_GROUP * rb
+                && (b0 + nb) * bs <= rb
+                && nb > 0
+                && N <= ACT_TILE
+                && n >= 1
+                && (0..n).all(|j| t.qs[j].len() >= nb * QK && t.sc[j].len() >= nb);
+            if !in_bounds {
                 return res;
-            };
-            let Some(s) = t.sc[j].get(b) else { return res };
-            let dot = |r: usize| {
-                let (a, y) = if Q41 {
-                    (w[r], y)
-                } else {
-                    (w[r], _mm256_sign_epi8(y, sgn[r]))
-                };
-                _mm256_madd_epi16(_mm256_maddubs_epi16(a, y), ones)
-            };
-            let sumi = _mm256_cvtepi32_epi64(reduce4(dot(0), dot(1), dot(2), dot(3)));
-            // c = [dm·sdm, mm·ssm] per row, sh = [drel + sdrel, mrel + ssrel].
-            let c = _mm256_mullo_epi32(wm, pair(s.dm, s.sm));
-            let sh = _mm256_add_epi32(rel, pair(s.drel as i32, s.srel as i32));
-            let td = _mm256_mul_epi32(c, sumi);
-            acc_d[j] =
-                _mm256_add_epi64(acc_d[j], _mm256_sllv_epi64(td, _mm256_and_si256(sh, lo32)));
-            if Q41 {
-                let tm = _mm256_mul_epi32(_mm256_srli_epi64(c, 32), ones64);
-                acc_m[j] =
-                    _mm256_add_epi64(acc_m[j], _mm256_sllv_epi64(tm, _mm256_srli_epi64(sh, 32)));
             }
+            let base_ptr = group.as_ptr();
+            // The four rows' (d, m) f16 pairs of block b as [d0 m0 d1 m1 d2 m2 d3 m3].
+            let keep = if Q41 {
+                _mm_set1_epi32(-1)
+            } else {
+                _mm_set1_epi32(0xFFFF)
+            };
+            let head = |b: usize| {
+                let o = b * bs;
+                // SAFETY: r·rb + b·bs + 4 ≤ 4·rb ≤ group.len() (checked above).
+                let rd = |r: usize| unsafe { base_ptr.add(r * rb + o).cast::<i32>().read_unaligned() };
+                _mm256_cvtepu16_epi32(_mm_and_si128(
+                    _mm_setr_epi32(rd(0), rd(1), rd(2), rd(3)),
+                    keep,
+                ))
+            };
+            let zero = _mm256_setzero_si256();
+            let (_, rel0, _) = f16_rel8(head(b0), zero);
+            // rel0 = sh + 1 of the first block; base + 1 = max(sh + 1 - margin, 1).
+            let margin = pair(MARGIN_D, MARGIN_M);
+            let base1 = _mm256_max_epi32(_mm256_sub_epi32(rel0, margin), _mm256_set1_epi32(1));
+            let mut hi = zero;
+            let mut bad = zero;
+            let mut acc_d = [zero; N];
+            let mut acc_m = [zero; N];
+            let mask = _mm256_set1_epi8(0x0F);
+            let nib_shift = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
+            let ones64 = _mm256_set1_epi64x(1);
+            let lo32 = _mm256_set1_epi64x(0xFFFF_FFFF);
+            for b in 0..nb {
+                let blk = b0 + b;
+                let (wm, rel, wbad) = f16_rel8(head(blk), base1);
+                bad = _mm256_or_si256(bad, wbad);
+                hi = _mm256_max_epu32(hi, rel);
+                let at = |r: usize, o: usize| r * rb + blk * bs + o;
+                for r in 0..ROW_GROUP {
+                    let p = base_ptr.wrapping_add(at(r, 0) + ROW_GROUP * rb);
+                    _mm_prefetch::<_MM_HINT_T0>(p.cast());
+                }
+                // The four rows' weight bytes, decoded once for the whole tile:
+                // Q4_1 nibbles as unsigned bytes; Q8_0 magnitudes and raw signs.
+                let (w, sgn) = if Q41 {
+                    // The 16 bytes in both halves; the upper half's dwords shifted
+                    // by 4, so after the mask it holds the high nibbles.
+                    // SAFETY: at(r, 4) + 16 ≤ at(r, bs) ≤ 4·rb ≤ group.len().
+                    let ld = |r: usize| unsafe {
+                        _mm256_broadcastsi128_si256(_mm_loadu_si128(base_ptr.add(at(r, 4)).cast()))
+                    };
+                    let un = |q: __m256i| _mm256_and_si256(_mm256_srlv_epi32(q, nib_shift), mask);
+                    (
+                        [un(ld(0)), un(ld(1)), un(ld(2)), un(ld(3))],
+                        [zero; ROW_GROUP],
+                    )
+                } else {
+                    // SAFETY: at(r, 2) + 32 = at(r, bs) ≤ 4·rb ≤ group.len().
+                    let ld = |r: usize| unsafe { _mm256_loadu_si256(base_ptr.add(at(r, 2)).cast()) };
+                    let x = [ld(0), ld(1), ld(2), ld(3)];
+                    (x.map(|x| _mm256_sign_epi8(x, x)), x)
+                };
+                for j in 0..n {
+                    let Some(y) = t.qs[j].get(b * QK..).and_then(|q| load32(i8_bytes(q))) else {
+                        return res;
+                    };
+                    let Some(s) = t.sc[j].get(b) else { return res };
+                    let dot = |r: usize| {
+                        let (a, y) = if Q41 {
+                            (w[r], y)
+                        } else {
+                            (w[r], _mm256_sign_epi8(y, sgn[r]))
+                        };
+                        $dot(a, y)
+                    };
+                    let sumi = _mm256_cvtepi32_epi64(reduce4(dot(0), dot(1), dot(2), dot(3)));
+                    // c = [dm·sdm, mm·ssm] per row, sh = [drel + sdrel, mrel + ssrel].
+                    let c = _mm256_mullo_epi32(wm, pair(s.dm, s.sm));
+                    let sh = _mm256_add_epi32(rel, pair(s.drel as i32, s.srel as i32));
+                    let td = _mm256_mul_epi32(c, sumi);
+                    acc_d[j] =
+                        _mm256_add_epi64(acc_d[j], _mm256_sllv_epi64(td, _mm256_and_si256(sh, lo32)));
+                    if Q41 {
+                        let tm = _mm256_mul_epi32(_mm256_srli_epi64(c, 32), ones64);
+                        acc_m[j] =
+                            _mm256_add_epi64(acc_m[j], _mm256_sllv_epi64(tm, _mm256_srli_epi64(sh, 32)));
+                    }
+                }
+            }
+            let (hi, base1, badv) = (store8(hi), store8(base1), store8(bad));
+            let (lim_d, lim_m) = if Q41 {
+                (LIM_Q4_1_D, LIM_Q4_1_M)
+            } else {
+                (LIM_Q8_0_D, 0)
+            };
+            for j in 0..n {
+                let ch = &t.ch[j];
+                let r = &mut res[j];
+                // `hi` holds the largest rel as unsigned: a negative one (a shift
+                // below the guessed base) reads as huge and fails too.
+                r.ok = (0..ROW_GROUP).all(|i| {
+                    hi[2 * i] <= lim_d.saturating_sub(ch.dspread)
+                        && (!Q41 || hi[2 * i + 1] <= lim_m.saturating_sub(ch.sspread))
+                }) && ch.dspread <= lim_d
+                    && (!Q41 || ch.sspread <= lim_m);
+                for i in 0..ROW_GROUP {
+                    r.dbase[i] = base1[2 * i] - 1 + ch.dbase;
+                    r.mbase[i] = base1[2 * i + 1] - 1 + ch.sbase;
+                    r.bad[i] = badv[2 * i] != 0 || (Q41 && badv[2 * i + 1] != 0);
+                }
+                r.d = store(acc_d[j]);
+                r.m = store(acc_m[j]);
+            }
+            res
         }
-    }
-    let (hi, base1, badv) = (store8(hi), store8(base1), store8(bad));
-    let (lim_d, lim_m) = if Q41 {
-        (LIM_Q4_1_D, LIM_Q4_1_M)
-    } else {
-        (LIM_Q8_0_D, 0)
     };
-    for j in 0..n {
-        let ch = &t.ch[j];
-        let r = &mut res[j];
-        // `hi` holds the largest rel as unsigned: a negative one (a shift
-        // below the guessed base) reads as huge and fails too.
-        r.ok = (0..ROW_GROUP).all(|i| {
-            hi[2 * i] <= lim_d.saturating_sub(ch.dspread)
-                && (!Q41 || hi[2 * i + 1] <= lim_m.saturating_sub(ch.sspread))
-        }) && ch.dspread <= lim_d
-            && (!Q41 || ch.sspread <= lim_m);
-        for i in 0..ROW_GROUP {
-            r.dbase[i] = base1[2 * i] - 1 + ch.dbase;
-            r.mbase[i] = base1[2 * i + 1] - 1 + ch.sbase;
-            r.bad[i] = badv[2 * i] != 0 || (Q41 && badv[2 * i + 1] != 0);
-        }
-        r.d = store(acc_d[j]);
-        r.m = store(acc_m[j]);
-    }
-    res
 }
+
+fused_kernel!(
+    /// Single pass over one chunk of a group of four rows (Q4_1 if `Q41`, else
+    /// Q8_0) for the first `min(t.n, N)` input rows of the tile: decodes the
+    /// weight scales against guessed bases, checks the relative shifts, sums in
+    /// `i64`. Each weight block's scales and bytes are decoded once and used for
+    /// every row of the tile, so the per-row work is only the byte dots and the
+    /// exact accumulation; `N = 1` is the single-row kernel.
+    ///
+    /// Scales travel as eight 32-bit lanes `[d0 m0 d1 m1 d2 m2 d3 m3]` (rows 0–3;
+    /// for Q8_0 the `m` lanes are zero), so one instruction serves both sums:
+    /// `vpmuldq` reads the even (`d`) lanes, and the `m` lanes are moved down.
+    fused_avx2,
+    "avx2",
+    dot_madd
+);
+
+fused_kernel!(
+    /// [`fused_avx2`] with the byte dots in `vpdpbusd` (AVX-512 VNNI, VL).
+    fused_vnni,
+    "avx2,avx512vl,avx512vnni",
+    dot_vnni
+);
 
 /// The grouped f16 attention's row kernels compiled for AVX2 (the same
 /// portable code, auto-vectorized), if the CPU has it.
