@@ -68,11 +68,16 @@ pub fn matmul<P: Parallel>(
     par.for_each_chunk(scratch, rows * m, &|ci, chunk| {
         fast::rows_kernel(w, ci * rows, x, chunk);
     });
-    // (n_out, M) -> (M, n_out)
-    for (o, col) in scratch.chunks_exact(m).enumerate() {
-        for (r, &v) in col.iter().enumerate() {
-            out[r * w.n_out + o] = v;
+    // (n_out, M) -> (M, n_out), output rows split over the workers.
+    let scratch = &*scratch;
+    let rows_per = m.div_ceil(par.threads().max(1)).max(1);
+    par.for_each_chunk(out, rows_per * w.n_out, &|ci, rows_out| {
+        for (i, row) in rows_out.chunks_exact_mut(w.n_out).enumerate() {
+            let r = ci * rows_per + i;
+            for (o, v) in row.iter_mut().enumerate() {
+                *v = scratch[o * m + r];
+            }
         }
-    }
+    });
     Ok(())
 }

@@ -476,12 +476,14 @@ impl<'a, K: KvBuild<'a>> Engine<'a, K> {
             let w = *self.model.layer(l)?;
             let (attn_norm, ffn_norm) = self.model.norms(l);
             // Attention sub-layer: xb = rmsnorm(x) * attn_norm.
-            for (xr, br) in self.x[..t * d]
-                .chunks_exact(d)
-                .zip(self.xb[..t * d].chunks_exact_mut(d))
-            {
-                kernels::rmsnorm(xr, attn_norm, cfg.eps, br)?;
-            }
+            rmsnorm_rows(
+                par,
+                &self.x[..t * d],
+                attn_norm,
+                cfg.eps,
+                &mut self.xb[..t * d],
+                d,
+            )?;
             self.acts_dim.load(&self.xb[..t * d])?;
             let wq = self.model.matrix(&w.wq)?;
             let wk = self.model.matrix(&w.wk)?;
@@ -607,14 +609,16 @@ impl<'a, K: KvBuild<'a>> Engine<'a, K> {
                 &mut self.proj[..t * d],
                 self.mm,
             )?;
-            add_into(&mut self.x[..t * d], &self.proj[..t * d]);
+            add_rows(par, &mut self.x[..t * d], &self.proj[..t * d], d);
             // Feed-forward sub-layer: x += down(silu(gate(xb)) * up(xb)).
-            for (xr, br) in self.x[..t * d]
-                .chunks_exact(d)
-                .zip(self.xb[..t * d].chunks_exact_mut(d))
-            {
-                kernels::rmsnorm(xr, ffn_norm, cfg.eps, br)?;
-            }
+            rmsnorm_rows(
+                par,
+                &self.x[..t * d],
+                ffn_norm,
+                cfg.eps,
+                &mut self.xb[..t * d],
+                d,
+            )?;
             self.acts_dim.load(&self.xb[..t * d])?;
             let wg = self.model.matrix(&w.w_gate)?;
             let wu = self.model.matrix(&w.w_up)?;
@@ -659,7 +663,7 @@ impl<'a, K: KvBuild<'a>> Engine<'a, K> {
                 &mut self.proj[..t * d],
                 self.mm,
             )?;
-            add_into(&mut self.x[..t * d], &self.proj[..t * d]);
+            add_rows(par, &mut self.x[..t * d], &self.proj[..t * d], d);
         }
         // Final norm of the rows whose logits are wanted, then the head.
         for (i, &r) in self.out_rows[..n_out].iter().enumerate() {
@@ -752,6 +756,49 @@ fn add_into(x: &mut [F32], y: &[F32]) {
     for (xi, &yi) in x.iter_mut().zip(y) {
         *xi = *xi + yi;
     }
+}
+
+/// Rows of `d` split evenly over the workers: the chunk length for
+/// [`Parallel::for_each_chunk`] over `rows · d` elements.
+fn rows_chunk<P: Parallel>(par: &P, rows: usize, d: usize) -> usize {
+    rows.div_ceil(par.threads().max(1)).max(1) * d.max(1)
+}
+
+/// [`add_into`] over rows of `d`, the rows split over the workers.
+fn add_rows<P: Parallel>(par: &P, x: &mut [F32], y: &[F32], d: usize) {
+    let cl = rows_chunk(par, x.len() / d.max(1), d);
+    par.for_each_chunk(x, cl, &|i, xc| {
+        add_into(xc, y.get(i * cl..).unwrap_or(&[]));
+    });
+}
+
+/// `out_r = rmsnorm(x_r) · w` for each row of `d`, the rows split over the
+/// workers (each row is the same fixed-order arithmetic wherever it runs).
+fn rmsnorm_rows<P: Parallel>(
+    par: &P,
+    x: &[F32],
+    w: &[F32],
+    eps: F32,
+    out: &mut [F32],
+    d: usize,
+) -> Result<()> {
+    let cl = rows_chunk(par, x.len() / d.max(1), d);
+    let failed = core::sync::atomic::AtomicBool::new(false);
+    par.for_each_chunk(out, cl, &|i, oc| {
+        let xs = x.get(i * cl..i * cl + oc.len()).unwrap_or(&[]);
+        let ok = xs.len() == oc.len()
+            && xs
+                .chunks_exact(d)
+                .zip(oc.chunks_exact_mut(d))
+                .all(|(xr, orow)| kernels::rmsnorm(xr, w, eps, orow).is_ok());
+        if !ok {
+            failed.store(true, core::sync::atomic::Ordering::Relaxed);
+        }
+    });
+    if failed.load(core::sync::atomic::Ordering::Relaxed) {
+        return Err(Error::InvalidConfig);
+    }
+    Ok(())
 }
 
 impl<'a> KvBuild<'a> for crate::kv::PagedCache<'a> {
