@@ -71,3 +71,46 @@ fn sleeping_workers_wake_up() {
     }
     panic!("the worker never took a chunk after sleeping");
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Q8 quantization with the rows split over a pool is byte-identical to
+    /// the serial conversion (quants, scales, chunk ranges, flags), for any
+    /// number of rows, including more than one batch of 64.
+    #[test]
+    fn quantize_par_equals_quantize(seed in any::<u64>(), m in 1usize..140, nb in 1usize..40,
+                                    threads in 1usize..4) {
+        use detllm::quant::{ActKind, QActs};
+        use detllm::{Arena, F32};
+        let n = 32 * nb;
+        let mut s = seed | 1;
+        let x: Vec<F32> = (0..m * n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                // Finite values over a wide range, some zeros.
+                let e = (s >> 40) % 40;
+                let v = f32::from_bits(((s as u32) & 0x807F_FFFF) | ((100 + e as u32) << 23));
+                F32::from_bits(if s % 97 == 0 { 0 } else { v.to_bits() })
+            })
+            .collect();
+        let bytes = QActs::bytes_for(ActKind::Q8, m, n).unwrap();
+        let (mut b1, mut b2) = (vec![0u8; bytes], vec![0u8; bytes]);
+        let (mut a1, mut a2) = (Arena::new(&mut b1), Arena::new(&mut b2));
+        let mut q1 = QActs::new(&mut a1, ActKind::Q8, m, n).unwrap();
+        let mut q2 = QActs::new(&mut a2, ActKind::Q8, m, n).unwrap();
+        q1.quantize(&x).unwrap();
+        let pool = ThreadPool::new(threads).unwrap();
+        q2.quantize_par(&pool, &x).unwrap();
+        prop_assert_eq!(q1.rows(), q2.rows());
+        for r in 0..m {
+            let (r1, r2) = (q1.row(r).unwrap(), q2.row(r).unwrap());
+            prop_assert_eq!(r1.qs, r2.qs);
+            prop_assert_eq!(r1.sc, r2.sc);
+            prop_assert_eq!(r1.ch, r2.ch);
+            prop_assert_eq!(r1.flags, r2.flags);
+        }
+    }
+}

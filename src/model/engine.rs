@@ -134,12 +134,12 @@ impl<'a> Acts<'a> {
         })
     }
 
-    /// Converts `x` into every kind held.
-    fn load(&mut self, x: &[F32]) -> Result<()> {
-        for a in [&mut self.q8, &mut self.f16, &mut self.f32]
-            .into_iter()
-            .flatten()
-        {
+    /// Converts `x` into every kind held (Q8 rows split over the workers).
+    fn load<P: Parallel>(&mut self, par: &P, x: &[F32]) -> Result<()> {
+        if let Some(a) = &mut self.q8 {
+            a.quantize_par(par, x)?;
+        }
+        for a in [&mut self.f16, &mut self.f32].into_iter().flatten() {
             a.quantize(x)?;
         }
         Ok(())
@@ -484,7 +484,7 @@ impl<'a, K: KvBuild<'a>> Engine<'a, K> {
                 &mut self.xb[..t * d],
                 d,
             )?;
-            self.acts_dim.load(&self.xb[..t * d])?;
+            self.acts_dim.load(par, &self.xb[..t * d])?;
             let wq = self.model.matrix(&w.wq)?;
             let wk = self.model.matrix(&w.wk)?;
             let wv = self.model.matrix(&w.wv)?;
@@ -600,7 +600,7 @@ impl<'a, K: KvBuild<'a>> Engine<'a, K> {
                 }
                 u0 += nu;
             }
-            self.acts_q.load(&self.ob[..t * qd])?;
+            self.acts_q.load(par, &self.ob[..t * qd])?;
             let wo = self.model.matrix(&w.wo)?;
             kernels::matmul(
                 par,
@@ -619,7 +619,7 @@ impl<'a, K: KvBuild<'a>> Engine<'a, K> {
                 &mut self.xb[..t * d],
                 d,
             )?;
-            self.acts_dim.load(&self.xb[..t * d])?;
+            self.acts_dim.load(par, &self.xb[..t * d])?;
             let wg = self.model.matrix(&w.w_gate)?;
             let wu = self.model.matrix(&w.w_up)?;
             kernels::matmul(
@@ -654,7 +654,7 @@ impl<'a, K: KvBuild<'a>> Engine<'a, K> {
                     return Err(Error::InvalidConfig);
                 }
             }
-            self.acts_hidden.load(&self.hb[..t * hd])?;
+            self.acts_hidden.load(par, &self.hb[..t * hd])?;
             let wd = self.model.matrix(&w.w_down)?;
             kernels::matmul(
                 par,
@@ -675,7 +675,7 @@ impl<'a, K: KvBuild<'a>> Engine<'a, K> {
                 &mut self.xb[i * d..(i + 1) * d],
             )?;
         }
-        self.acts_out.load(&self.xb[..n_out * d])?;
+        self.acts_out.load(par, &self.xb[..n_out * d])?;
         let wout = self.model.matrix(&self.model.output)?;
         kernels::matmul(
             par,

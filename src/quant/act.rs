@@ -203,6 +203,33 @@ pub fn q8_round(v: F32, id: F32) -> i32 {
     if vb >> 31 != 0 { -r } else { r }
 }
 
+/// One row into Q8 blocks (`qs`, `sc`) and its chunk ranges (`ch`);
+/// returns the row's `FLAG_*` bits. `x.len()` is a multiple of 32 and the
+/// outputs are sized for it.
+fn quantize_row_q8(x: &[F32], qs: &mut [i8], sc: &mut [ActScale], ch: &mut [ChunkScale]) -> u8 {
+    let mut flags = 0u8;
+    for ((xb, qb), s) in x
+        .chunks_exact(QK)
+        .zip(qs.chunks_exact_mut(QK))
+        .zip(sc.iter_mut())
+    {
+        let Some(xb) = xb.first_chunk::<QK>() else {
+            continue;
+        };
+        let (q, d, sv, bsum) = quantize_block_q8(xb);
+        qb.copy_from_slice(&q);
+        *s = act_scale(d, sv, bsum);
+        if f16_nonfinite(d) {
+            flags |= FLAG_D_NONFINITE;
+        }
+        if f16_nonfinite(sv) {
+            flags |= FLAG_S_NONFINITE;
+        }
+    }
+    fill_chunks(sc, ch);
+    flags
+}
+
 /// `quantize_row_q8_0_ref`: `x` (n, n % 32 == 0) → GGUF `Q8_0` bytes.
 pub fn quantize_row_q8_0(x: &[F32], out: &mut [u8]) -> Result<()> {
     let need = GgmlType::Q8_0.row_bytes(x.len())?;
@@ -408,23 +435,7 @@ impl<'a> QActs<'a> {
                     let qs = &mut self.qs[r * n..(r + 1) * n];
                     let sc = &mut self.sc[r * nb..(r + 1) * nb];
                     let ch = &mut self.ch[r * nc..(r + 1) * nc];
-                    for ((xb, qb), s) in xr
-                        .chunks_exact(QK)
-                        .zip(qs.chunks_exact_mut(QK))
-                        .zip(sc.iter_mut())
-                    {
-                        let xb: &[F32; QK] = xb.try_into().map_err(|_| Error::SizeOverflow)?;
-                        let (q, d, sv, bsum) = quantize_block_q8(xb);
-                        qb.copy_from_slice(&q);
-                        *s = act_scale(d, sv, bsum);
-                        if f16_nonfinite(d) {
-                            flags |= FLAG_D_NONFINITE;
-                        }
-                        if f16_nonfinite(sv) {
-                            flags |= FLAG_S_NONFINITE;
-                        }
-                    }
-                    fill_chunks(sc, ch);
+                    flags = quantize_row_q8(xr, qs, sc, ch);
                 }
                 ActKind::F16 => {
                     for (o, v) in self.h[r * n..(r + 1) * n].iter_mut().zip(xr) {
@@ -437,6 +448,66 @@ impl<'a> QActs<'a> {
                 ActKind::F32 => self.f[r * n..(r + 1) * n].copy_from_slice(xr),
             }
             self.flags[r] = flags;
+        }
+        self.m = m;
+        Ok(())
+    }
+
+    /// [`Self::quantize`] with the rows split over the workers of `par`
+    /// (Q8 with several rows; anything else runs [`Self::quantize`]). Each
+    /// row is the same arithmetic wherever it runs.
+    pub fn quantize_par<P: crate::Parallel>(&mut self, par: &P, x: &[F32]) -> Result<()> {
+        let n = self.n_in;
+        if self.kind != ActKind::Q8 || par.threads() <= 1 || x.len() <= n || !n.is_multiple_of(QK) {
+            return self.quantize(x);
+        }
+        if !x.len().is_multiple_of(n) {
+            return Err(Error::ShapeMismatch {
+                expected: x.len().next_multiple_of(n),
+                found: x.len(),
+            });
+        }
+        let m = x.len() / n;
+        if m > self.max_m {
+            return Err(Error::BatchTooLarge {
+                requested: m,
+                max: self.max_m,
+            });
+        }
+        let nb = n / QK;
+        let nc = nb.div_ceil(CHUNK_BLOCKS);
+        /// One row's input and outputs.
+        type RowJob<'r> = (
+            &'r [F32],
+            &'r mut [i8],
+            &'r mut [ActScale],
+            &'r mut [ChunkScale],
+            &'r mut u8,
+        );
+        const BATCH: usize = 64;
+        let mut rows = x
+            .chunks_exact(n)
+            .zip(self.qs.chunks_exact_mut(n))
+            .zip(self.sc.chunks_exact_mut(nb))
+            .zip(self.ch.chunks_exact_mut(nc))
+            .zip(self.flags.iter_mut())
+            .map(|((((x, q), s), c), f)| (x, q, s, c, f));
+        let per = BATCH.min(m).div_ceil(par.threads()).max(1);
+        loop {
+            let mut jobs: [Option<RowJob<'_>>; BATCH] = core::array::from_fn(|_| None);
+            let mut k = 0;
+            for (slot, row) in jobs.iter_mut().zip(rows.by_ref()) {
+                *slot = Some(row);
+                k += 1;
+            }
+            if k == 0 {
+                break;
+            }
+            par.for_each_chunk(&mut jobs[..k], per, &|_, js| {
+                for (xr, qs, sc, ch, fl) in js.iter_mut().flatten() {
+                    **fl = quantize_row_q8(xr, qs, sc, ch);
+                }
+            });
         }
         self.m = m;
         Ok(())
