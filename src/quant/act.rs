@@ -409,9 +409,8 @@ impl<'a> QActs<'a> {
         self.max_m
     }
 
-    /// Converts `x` (m, n_in) with `m = x.len() / n_in ≤ max_m`. On error
-    /// nothing changes.
-    pub fn quantize(&mut self, x: &[F32]) -> Result<()> {
+    /// The rows of `x` (`m` with `x.len() = m · n_in ≤ max_m · n_in`).
+    fn rows_of(&self, x: &[F32]) -> Result<usize> {
         let n = self.n_in;
         if n == 0 || !x.len().is_multiple_of(n) {
             return Err(Error::ShapeMismatch {
@@ -426,6 +425,14 @@ impl<'a> QActs<'a> {
                 max: self.max_m,
             });
         }
+        Ok(m)
+    }
+
+    /// Converts `x` (m, n_in) with `m = x.len() / n_in ≤ max_m`. On error
+    /// nothing changes.
+    pub fn quantize(&mut self, x: &[F32]) -> Result<()> {
+        let n = self.n_in;
+        let m = self.rows_of(x)?;
         for (r, xr) in x.chunks_exact(n).enumerate() {
             let mut flags = 0u8;
             match self.kind {
@@ -461,19 +468,7 @@ impl<'a> QActs<'a> {
         if self.kind != ActKind::Q8 || par.threads() <= 1 || x.len() <= n || !n.is_multiple_of(QK) {
             return self.quantize(x);
         }
-        if !x.len().is_multiple_of(n) {
-            return Err(Error::ShapeMismatch {
-                expected: x.len().next_multiple_of(n),
-                found: x.len(),
-            });
-        }
-        let m = x.len() / n;
-        if m > self.max_m {
-            return Err(Error::BatchTooLarge {
-                requested: m,
-                max: self.max_m,
-            });
-        }
+        let m = self.rows_of(x)?;
         let nb = n / QK;
         let nc = nb.div_ceil(CHUNK_BLOCKS);
         /// One row's input and outputs.
