@@ -4,9 +4,10 @@
 //!   a typed error message and never panics (synthetic model, no download);
 //! * `tokenize --jsonl` gives the ids of the library's `Tokenizer`;
 //! * `generate --json` with several prompts (one continuous batch) gives each
-//!   prompt the ids and digest of its solo run.
+//!   prompt the ids and digest of its solo run;
+//! * `bench --json` peak RSS is at most 1.10 × (model file + KV cache) (issue #9).
 //!
-//! The last two need SmolLM2-135M (scripts/test.sh fetches it; without it they
+//! The last three need SmolLM2-135M (scripts/test.sh fetches it; without it they
 //! print a NOTICE naming the missing path and return).
 #![cfg(feature = "cli")]
 
@@ -195,5 +196,42 @@ fn generate_json_batched_equals_each_solo_run() {
             assert_eq!(&solo[0], b, "prompt {p:?} with {extra:?}");
             assert_eq!(b.1.len(), 64);
         }
+    }
+}
+
+/// Issue #9: `bench` peak RSS (VmHWM) is at most the model file plus the KV
+/// cache plus 10%, at batch 1 and 8 (37-token prompt; 4 new tokens, one
+/// repetition, to keep the test short: the buffers are the same size).
+#[test]
+fn bench_peak_rss_within_ten_percent_of_model_plus_kv() {
+    let Some(model) = util::model_path() else {
+        return;
+    };
+    for batch in ["1", "8"] {
+        let (code, out, err) = run(
+            bin()
+                .args([
+                    "bench",
+                    "--json",
+                    "--prompt-tokens",
+                    "37",
+                    "--gen-tokens",
+                    "4",
+                ])
+                .args(["--reps", "1", "--threads", "2", "--batch", batch, "--model"])
+                .arg(&model),
+            None,
+        );
+        assert_eq!(code, 0, "{err}");
+        let v: Value = serde_json::from_str(out.trim()).expect("JSON");
+        let rss = v["peak_rss_bytes"].as_u64().expect("peak_rss_bytes");
+        let base = v["model_bytes"].as_u64().expect("model_bytes")
+            + v["kv_bytes"].as_u64().expect("kv_bytes");
+        assert!(rss > 0 && base > 0, "{v}");
+        assert!(
+            rss * 100 <= base * 110,
+            "batch {batch}: peak RSS {rss} > 1.10 x (model + KV) {base} ({:.3})",
+            rss as f64 / base as f64
+        );
     }
 }

@@ -655,3 +655,136 @@ proptest! {
         prop_assert_eq!(arena.remaining(), before);
     }
 }
+
+/// A model whose vocabulary is larger than one output-head pass (the engine
+/// runs a head of several logit rows in passes of at least 1024 rows when
+/// `rows · vocab` exceeds the layers' matmul scratch).
+fn arb_big_vocab_spec() -> impl Strategy<Value = SynthSpec> {
+    (arb_spec(), 1100usize..=2600).prop_map(|(spec, vocab_size)| SynthSpec { vocab_size, ..spec })
+}
+
+/// Limits of at most 8 rows per step, so `8 · vocab` (≥ 8800) is more than
+/// the layers' scratch (`8 · max(dim, hidden)` ≤ 2048): the head of a
+/// several-row step runs in 2–3 passes.
+fn narrow(kv_type: KvType, page_size: usize) -> Limits {
+    Limits {
+        max_step_tokens: 8,
+        max_logit_rows: 8,
+        ..roomy(kv_type, page_size)
+    }
+}
+
+proptest! {
+    #![proptest_config(cases(32))]
+
+    /// Logits of steps of several rows (head in passes) are those of one-row
+    /// steps (head in one pass, no scratch), bit for bit, at any thread count.
+    #[test]
+    fn output_head_in_passes_equals_one_pass(
+        spec in arb_big_vocab_spec(), (kv, page) in arb_kv(), prompts in arb_prompts(),
+        n in 1usize..=3,
+    ) {
+        let bytes = synth(&spec);
+        let vocab = spec.vocab_size;
+        let prompts = modv(&prompts, vocab);
+        let pool = ThreadPool::new(n).expect("pool");
+        with_engine!(PagedCache, &bytes, narrow(kv, page), |eng| {
+            let seqs: Vec<SeqId> = prompts.iter().map(|_| eng.new_seq().expect("seq")).collect();
+            let mut together: Vec<Rows> = vec![Vec::new(); prompts.len()];
+            let mut fed = vec![0usize; prompts.len()];
+            while fed.iter().zip(&prompts).any(|(f, p)| *f < p.len()) {
+                // Up to 2 tokens of every unfinished sequence: ≤ 8 rows, all returned.
+                let mut entries = Vec::new();
+                let mut who = Vec::new();
+                for (i, p) in prompts.iter().enumerate() {
+                    let k = (p.len() - fed[i]).min(2);
+                    if k > 0 {
+                        entries.push(Entry { seq: seqs[i], tokens: &p[fed[i]..fed[i] + k], all_logits: true });
+                        who.push((i, k));
+                    }
+                }
+                let out = eng.step(&pool, &entries).expect("step");
+                prop_assert_eq!(out.len(), who.iter().map(|w| w.1).sum::<usize>() * vocab);
+                let mut rows = out.chunks(vocab);
+                for (i, k) in who {
+                    for _ in 0..k {
+                        together[i].push(rows.next().expect("row").to_vec());
+                    }
+                    fed[i] += k;
+                }
+            }
+            for s in seqs {
+                eng.free(s).expect("free");
+            }
+            for (i, p) in prompts.iter().enumerate() {
+                let alone = solo(&mut eng, &Serial, p, &[1]);
+                prop_assert!(alone == together[i], "sequence {} differs from its one-row steps", i);
+            }
+            Ok::<(), TestCaseError>(())
+        })?;
+    }
+}
+
+/// The engine plan holds one `(rows, vocab)` logits buffer, not a second
+/// `(vocab, rows)` matmul scratch for the head: going from 1 to 64 logit rows
+/// adds the 63 logits rows, the head's input activations and at most two
+/// `(64, 1024)` blocks for the head in passes. (The plan used to add
+/// 2 · 63 · vocab floats: 1.5 MiB more at 8 rows for SmolLM2's 49152.)
+#[test]
+fn more_logit_rows_cost_one_logits_row_each() {
+    let spec = SynthSpec {
+        vocab_size: 8192,
+        embd_type: GgmlType::F32,
+        ..SynthSpec::TINY
+    };
+    let bytes = synth(&spec);
+    let file = File::parse(&bytes).expect("parse");
+    let mut buf = vec![0u8; ARENA];
+    let mut arena = Arena::new(&mut buf);
+    let model = Model::from_gguf(&file, &bytes, &mut arena).expect("model");
+    let plan = |r: usize| {
+        let lim = Limits {
+            max_step_tokens: 64,
+            max_logit_rows: r,
+            ..roomy(KvType::F16, 16)
+        };
+        Engine::<PagedCache>::bytes_required(&model, &lim).expect("plan")
+    };
+    let (r, f32s) = (64usize, 4usize);
+    let grown = plan(r) - plan(1);
+    let logits = (r - 1) * spec.vocab_size * f32s;
+    let head_acts = r * spec.dim * f32s; // F32 head: F32 activations
+    let passes = 2 * r * 1024 * f32s;
+    let pads = 64;
+    assert!(
+        grown <= logits + head_acts + passes + pads,
+        "1 -> {r} logit rows grew the plan by {grown} bytes; at most {} expected",
+        logits + head_acts + passes + pads
+    );
+    // And the plan is still exact for several rows: it suffices.
+    let mut buf = vec![0u8; ARENA];
+    let mut arena = Arena::new(&mut buf);
+    let model = Model::from_gguf(&file, &bytes, &mut arena).expect("model");
+    let lim = Limits {
+        max_step_tokens: 64,
+        max_logit_rows: r,
+        ..roomy(KvType::F16, 16)
+    };
+    let need = Engine::<PagedCache>::bytes_required(&model, &lim).expect("plan");
+    let mut eng_buf = vec![0u8; need];
+    let mut eng_arena = Arena::new(&mut eng_buf);
+    let mut eng = Engine::<PagedCache>::new(model, lim, &mut eng_arena).expect("engine");
+    let s = eng.new_seq().expect("seq");
+    let toks: Vec<u32> = (0..20).collect();
+    let out = eng
+        .step(
+            &Serial,
+            &[Entry {
+                seq: s,
+                tokens: &toks,
+                all_logits: true,
+            }],
+        )
+        .expect("20-row step");
+    assert_eq!(out.len(), 20 * spec.vocab_size);
+}

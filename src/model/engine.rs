@@ -17,7 +17,7 @@ use super::config::Config;
 use super::weights::{Model, TensorRef};
 use crate::kernels::{self, matmul_scratch_len};
 use crate::kv::{KvConfig, KvRead, KvSlice, KvStore, KvType, Reservation, SeqId};
-use crate::quant::{ActKind, GgmlType, QActs};
+use crate::quant::{ActKind, GgmlType, QActs, QMatrix};
 use crate::{Arena, Error, F32, Parallel, Result};
 
 /// Capacities an engine is built for; they size every buffer.
@@ -162,6 +162,7 @@ pub struct Engine<'a, K: KvBuild<'a>> {
     model: Model<'a>,
     kv: K,
     lim: Limits,
+    head_rows: usize, // output-head rows per pass
     theta_scale: F32,
     attn_scale: F32,
     x: &'a mut [F32],            // (T, dim) residual stream
@@ -174,7 +175,7 @@ pub struct Engine<'a, K: KvBuild<'a>> {
     proj: &'a mut [F32],         // (T, dim)
     hb: &'a mut [F32],           // (T, hidden_dim)
     hb2: &'a mut [F32],          // (T, hidden_dim)
-    mm: &'a mut [F32],           // matmul transpose scratch
+    mm: &'a mut [F32],           // matmul transpose scratch; head passes: block + scratch
     logits: &'a mut [F32],       // (R, vocab_size)
     row_entry: &'a mut [u32],    // (T) entry index of each row
     row_pos: &'a mut [u32],      // (T) position of each row
@@ -190,8 +191,27 @@ pub struct Engine<'a, K: KvBuild<'a>> {
 struct Sizes {
     t: usize,
     r: usize,
+    /// Output-head rows per pass (`vocab_size`: one pass).
+    head_rows: usize,
     f32s: [usize; 12],
     u32s: [usize; 3],
+}
+
+/// Fewest output-head rows per pass when the head runs in passes.
+const HEAD_MIN_ROWS: usize = 1024;
+
+/// Output-head rows per pass for up to `r` logit rows, given the layers'
+/// matmul scratch (`layer_mm` elements). A head of `r > 1` rows needs
+/// `r·rows` scratch plus an `r·rows` output block per pass (copied into the
+/// logits), so rather than a `r·vocab` scratch the head runs in passes of as
+/// many rows as half the layers' scratch holds (at least [`HEAD_MIN_ROWS`],
+/// a multiple of 16). Every logit is the same exact dot whatever the pass.
+fn head_rows(layer_mm: usize, r: usize, vocab: usize) -> usize {
+    if r <= 1 || r.saturating_mul(vocab) <= layer_mm {
+        return vocab;
+    }
+    let rows = (layer_mm / r.saturating_mul(2)) / 16 * 16;
+    rows.max(HEAD_MIN_ROWS).min(vocab)
 }
 
 impl Sizes {
@@ -199,10 +219,18 @@ impl Sizes {
         let t = lim.max_step_tokens;
         let r = lim.max_logit_rows;
         let (d, q, kv, h) = (cfg.dim, cfg.q_dim(), cfg.kv_dim(), cfg.hidden_dim);
-        let mm = matmul_scratch_len(t, w_out_max).max(matmul_scratch_len(r, cfg.vocab_size));
+        let layer_mm = matmul_scratch_len(t, w_out_max);
+        let head_rows = head_rows(layer_mm, r, cfg.vocab_size);
+        let head_mm = if head_rows == cfg.vocab_size {
+            matmul_scratch_len(r, cfg.vocab_size)
+        } else {
+            r.checked_mul(head_rows)?.checked_mul(2)?
+        };
+        let mm = layer_mm.max(head_mm);
         Some(Sizes {
             t,
             r,
+            head_rows,
             f32s: [
                 t.checked_mul(d)?,
                 t.checked_mul(d)?,
@@ -324,6 +352,7 @@ impl<'a, K: KvBuild<'a>> Engine<'a, K> {
             model,
             kv,
             lim,
+            head_rows: sizes.head_rows,
             theta_scale,
             attn_scale,
             x,
@@ -677,13 +706,36 @@ impl<'a, K: KvBuild<'a>> Engine<'a, K> {
         }
         self.acts_out.load(par, &self.xb[..n_out * d])?;
         let wout = self.model.matrix(&self.model.output)?;
-        kernels::matmul(
-            par,
-            &wout,
-            self.acts_out.for_type(wout.ty)?,
-            &mut self.logits[..n_out * vocab],
-            self.mm,
-        )?;
+        let acts = self.acts_out.for_type(wout.ty)?;
+        let rows = self.head_rows.max(1);
+        if n_out <= 1 || rows >= vocab {
+            kernels::matmul(par, &wout, acts, &mut self.logits[..n_out * vocab], self.mm)?;
+        } else {
+            // In passes of `rows` head rows: each pass's (n_out, rows) block
+            // goes to the front of `mm`, the matmul scratch after it.
+            let rb = wout.row_bytes();
+            let mut o0 = 0;
+            while o0 < vocab {
+                let n = rows.min(vocab - o0);
+                let data = wout
+                    .data
+                    .get(o0 * rb..(o0 + n) * rb)
+                    .ok_or(Error::InvalidConfig)?;
+                let part = QMatrix::new(wout.ty, wout.n_in, n, data)?;
+                let (block, scratch) = self
+                    .mm
+                    .split_at_mut_checked(n_out * n)
+                    .ok_or(Error::InvalidConfig)?;
+                kernels::matmul(par, &part, acts, block, scratch)?;
+                for (b, l) in block
+                    .chunks_exact(n)
+                    .zip(self.logits.chunks_exact_mut(vocab))
+                {
+                    l[o0..o0 + n].copy_from_slice(b);
+                }
+                o0 += n;
+            }
+        }
         // Commit the new lengths.
         for e in batch {
             let len = self.kv.len(e.seq)?;

@@ -301,6 +301,9 @@ pub struct Shape {
     pub max_seqs: usize,
     pub max_seq_len: usize,
     pub max_step_tokens: usize,
+    /// Longest text (bytes) the session's tokenizer workspace encodes; the
+    /// workspace costs about 75 bytes per byte (4.9 MB for 64 KiB).
+    pub max_prompt_bytes: usize,
 }
 
 impl Shape {
@@ -324,7 +327,7 @@ pub fn arena_size(bytes: &[u8], shape: Shape) -> Res<usize> {
     let cfg = detllm::model::Config::from_gguf(&file).map_err(|e| e.to_string())?;
     let mut total = Model::bytes_required(&cfg).ok_or("size overflow")?;
     total += transcript::tokenizer_bytes(&file)?;
-    total += Workspace::bytes_required(MAX_PROMPT_BYTES).ok_or("size overflow")?;
+    total += Workspace::bytes_required(shape.max_prompt_bytes).ok_or("size overflow")?;
     // The engine's size depends on the bound model; bind it in a scratch arena.
     let mut scratch = vec![0u8; Model::bytes_required(&cfg).ok_or("size overflow")?];
     let mut a = Arena::new(&mut scratch);
@@ -345,7 +348,7 @@ impl<'a> Session<'a> {
         let file = File::parse(bytes).map_err(|e| format!("malformed GGUF: {e}"))?;
         let model = Model::from_gguf(&file, bytes, arena).map_err(|e| e.to_string())?;
         let tok = transcript::tokenizer(&file, arena)?;
-        let work = Workspace::new(arena, MAX_PROMPT_BYTES).map_err(|e| e.to_string())?;
+        let work = Workspace::new(arena, shape.max_prompt_bytes).map_err(|e| e.to_string())?;
         let vocab = model.cfg.vocab_size;
         let engine = Engine::new(model, shape.limits(), arena).map_err(|e| e.to_string())?;
         let sampler = Sampler::new(arena, vocab).map_err(|e| e.to_string())?;
@@ -615,6 +618,7 @@ fn generate(a: GenerateArgs) -> Res<ExitCode> {
         max_seqs: texts.len(),
         max_seq_len: 2048,
         max_step_tokens: 256,
+        max_prompt_bytes: MAX_PROMPT_BYTES,
     };
     let mut buf = Vec::new();
     let mut s = load_session(mapped.bytes(), &mut buf, shape, a.m.threads)?;
@@ -704,6 +708,7 @@ fn chat(a: ChatArgs) -> Res<ExitCode> {
         max_seqs: 1,
         max_seq_len: 4096,
         max_step_tokens: 256,
+        max_prompt_bytes: MAX_PROMPT_BYTES,
     };
     let mut buf = Vec::new();
     let mut s = load_session(mapped.bytes(), &mut buf, shape, a.m.threads)?;
@@ -930,15 +935,24 @@ fn bench(a: BenchArgs) -> Res<ExitCode> {
     let path = model_path(a.m.model.as_deref())?;
     let mapped = Mapped::open(&path)?;
     let b = a.batch.max(1);
+    // The only text the bench encodes; the tokenizer workspace is sized for it.
+    let text = render(
+        &[detllm::tokenizer::chat::Message {
+            role: "user",
+            content: "What is the capital of France?",
+        }],
+        true,
+    )?;
     let shape = Shape {
         max_seqs: b,
         max_seq_len: a.prompt_tokens + a.gen_tokens + 1,
         max_step_tokens: a.prompt_tokens.max(b),
+        max_prompt_bytes: text.len(),
     };
     let mut buf = Vec::new();
     let mut s = load_session(mapped.bytes(), &mut buf, shape, a.m.threads)?;
     // A prompt of the requested length: the chat prompt's ids, repeated.
-    let base = s.encode(&s.chat_prompt(None, "What is the capital of France?")?)?;
+    let base = s.encode(&text)?;
     let prompt: Vec<u32> = base
         .iter()
         .copied()
@@ -946,6 +960,12 @@ fn bench(a: BenchArgs) -> Res<ExitCode> {
         .take(a.prompt_tokens.max(1))
         .collect();
     let vocab = s.engine.config().vocab_size;
+    // Greedy choice from the logits the engine returns (no copy).
+    let argmax = |l: &[F32], i: usize| {
+        l.get(i * vocab..(i + 1) * vocab)
+            .and_then(detllm::sample::argmax)
+            .unwrap_or(0)
+    };
     let (mut best_pre, mut best_dec, mut best_agg) = (0f64, 0f64, 0f64);
     for _ in 0..a.reps.max(1) {
         // Prefill one sequence alone.
@@ -958,23 +978,24 @@ fn bench(a: BenchArgs) -> Res<ExitCode> {
         }])?;
         best_pre = best_pre.max(prompt.len() as f64 / t0.elapsed().as_secs_f64());
         // Decode that sequence alone (greedy).
-        let mut logits = s
-            .step(&[Entry {
+        let mut tok = argmax(
+            s.step(&[Entry {
                 seq,
                 tokens: &[prompt[0]],
                 all_logits: false,
-            }])?
-            .to_vec();
+            }])?,
+            0,
+        );
         let t1 = Instant::now();
         for _ in 0..a.gen_tokens {
-            let tok = detllm::sample::argmax(&logits[..vocab]).unwrap_or(0);
-            logits = s
-                .step(&[Entry {
+            tok = argmax(
+                s.step(&[Entry {
                     seq,
                     tokens: &[tok],
                     all_logits: false,
-                }])?
-                .to_vec();
+                }])?,
+                0,
+            );
         }
         best_dec = best_dec.max(a.gen_tokens as f64 / t1.elapsed().as_secs_f64());
         s.engine.free(seq).map_err(|e| e.to_string())?;
@@ -1003,10 +1024,8 @@ fn bench(a: BenchArgs) -> Res<ExitCode> {
                         all_logits: false,
                     })
                     .collect();
-                let l = s.step(&entries)?.to_vec();
-                for (i, t) in toks.iter_mut().enumerate() {
-                    *t = detllm::sample::argmax(&l[i * vocab..(i + 1) * vocab]).unwrap_or(0);
-                }
+                let l = s.step(&entries)?;
+                toks = (0..b).map(|i| argmax(l, i)).collect();
             }
             best_agg = best_agg.max((a.gen_tokens * b) as f64 / t2.elapsed().as_secs_f64());
             for q in seqs {

@@ -203,6 +203,7 @@ pub fn verify(path: &Path, model: Option<&Path>, threads: usize) -> Res<ExitCode
         max_seqs: 1,
         max_seq_len: t.prompt_ids.len() + t.max_tokens + 1,
         max_step_tokens: 256,
+        max_prompt_bytes: super::MAX_PROMPT_BYTES,
     };
     let mut buf = Vec::new();
     let mut s = super::load_session(mapped.bytes(), &mut buf, shape, threads)?;
