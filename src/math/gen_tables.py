@@ -43,6 +43,14 @@ for i in range(64):
     w("    %s," % hex128(q(mp.mpf(2) ** (mp.mpf(i) / 64), 127)))
 w("];")
 w("")
+w("/// log2(e) as Q1.63 (value · 2^63), for the fast path of `exp`.")
+w("pub(crate) const LOG2E_Q63: u64 = 0x%016X;" % q(1 / mp.log(2), 63))
+w("/// 2^(i/256) for i = 0..255 as Q1.63 (value · 2^63), for the fast path of `exp`.")
+w("pub(crate) const EXP2_TABLE_256: [u64; 256] = [")
+for i in range(256):
+    w("    0x%016X," % q(mp.mpf(2) ** (mp.mpf(i) / 256), 63))
+w("];")
+w("")
 # 2/pi bits after the binary point, bit j = 1.. is bit (63 - (j-1)%64) of word (j-1)//64.
 nwords = 7
 bits = int(mp.floor((2 / mp.pi) * mp.mpf(2) ** (64 * nwords)))
