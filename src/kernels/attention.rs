@@ -390,3 +390,58 @@ fn head_f32<K: KvRead + ?Sized>(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every SIMD build of the row kernels the CPU runs gives the portable
+    /// functions' integers, on random f16 rows (all classes, ±∞/NaN, zeros).
+    #[test]
+    fn row_kernel_builds_equal_portable() {
+        #[cfg(all(feature = "std", target_arch = "x86_64"))]
+        let builds = crate::quant::simd_x86::attention_variants();
+        #[cfg(not(all(feature = "std", target_arch = "x86_64")))]
+        let builds: [Option<RowFns>; 0] = [];
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (state >> 33) as u32
+        };
+        for fns in builds.into_iter().flatten() {
+            for hd in [1usize, 7, 16, 64, 100, MAX_HEAD_DIM] {
+                let row = |next: &mut dyn FnMut() -> u32| -> [u16; MAX_HEAD_DIM] {
+                    core::array::from_fn(|_| match next() % 8 {
+                        0 => 0x7C00 | (next() as u16 & 0x83FF), // ±∞ / NaN
+                        1 => next() as u16 & 0x83FF,            // ±0, subnormal
+                        _ => next() as u16,
+                    })
+                };
+                let (a, b) = (row(&mut next), row(&mut next));
+                let split = |f: fn(&[u16], &mut [i32], &mut [i32]) -> bool, h: &[u16]| {
+                    let (mut x0, mut x1) = ([0i32; MAX_HEAD_DIM], [0i32; MAX_HEAD_DIM]);
+                    let bad = f(&h[..hd], &mut x0[..hd], &mut x1[..hd]);
+                    (x0, x1, bad)
+                };
+                let (a0, a1, abad) = split(split_row, &a);
+                let (b0, b1, bbad) = split(split_row, &b);
+                assert_eq!(split(fns.split, &a), (a0, a1, abad), "split, hd {hd}");
+                assert_eq!(split(fns.split, &b), (b0, b1, bbad), "split, hd {hd}");
+                assert_eq!(
+                    (fns.dot)(&a0[..hd], &a1[..hd], &b0[..hd], &b1[..hd]),
+                    dot_classes(&a0[..hd], &a1[..hd], &b0[..hd], &b1[..hd]),
+                    "dot, hd {hd}"
+                );
+                let p = next() as i32 >> 7;
+                let init: [i64; MAX_HEAD_DIM] = core::array::from_fn(|_| next() as i64);
+                let (mut lo, mut hi) = (init, init);
+                let (mut lo2, mut hi2) = (init, init);
+                axpy2(p, &a0[..hd], &a1[..hd], &mut lo[..hd], &mut hi[..hd]);
+                (fns.axpy)(p, &a0[..hd], &a1[..hd], &mut lo2[..hd], &mut hi2[..hd]);
+                assert_eq!((lo, hi), (lo2, hi2), "axpy, hd {hd}");
+            }
+        }
+    }
+}

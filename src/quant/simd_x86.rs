@@ -332,48 +332,102 @@ fused_kernel!(
     dot_vnni
 );
 
-/// The grouped f16 attention's row kernels compiled for AVX2 (the same
-/// portable code, auto-vectorized), if the CPU has it.
+/// The grouped f16 attention's row kernels compiled for the CPU (the same
+/// portable code, auto-vectorized): for AVX-512 (F, VL, DQ, BW: 64-bit
+/// multiplies in one instruction) where present, else AVX2, if it has that.
 pub(crate) fn attention_fns() -> Option<crate::kernels::attention::RowFns> {
-    if !std::is_x86_feature_detected!("avx2") {
-        return None;
+    attention_variants().into_iter().flatten().next()
+}
+
+/// Every row-kernel build this CPU can run, widest first (tests compare them
+/// all with the portable functions).
+pub(crate) fn attention_variants() -> [Option<crate::kernels::attention::RowFns>; 2] {
+    use crate::kernels::attention::RowFns;
+    let avx2 = std::is_x86_feature_detected!("avx2");
+    let avx512 = avx2
+        && std::is_x86_feature_detected!("avx512f")
+        && std::is_x86_feature_detected!("avx512vl")
+        && std::is_x86_feature_detected!("avx512dq")
+        && std::is_x86_feature_detected!("avx512bw");
+    let fns = |wide: bool| RowFns {
+        split: if wide {
+            split_entry::<true>
+        } else {
+            split_entry::<false>
+        },
+        dot: if wide {
+            dot_entry::<true>
+        } else {
+            dot_entry::<false>
+        },
+        axpy: if wide {
+            axpy_entry::<true>
+        } else {
+            axpy_entry::<false>
+        },
+    };
+    [avx512.then(|| fns(true)), avx2.then(|| fns(false))]
+}
+
+// SAFETY (the three entries): only handed out by `attention_variants`, which
+// checked AVX2 and, for `W`, AVX-512 F, VL, DQ and BW.
+fn split_entry<const W: bool>(h: &[u16], x0: &mut [i32], x1: &mut [i32]) -> bool {
+    unsafe {
+        if W {
+            split_avx512(h, x0, x1)
+        } else {
+            split_avx2(h, x0, x1)
+        }
     }
-    Some(crate::kernels::attention::RowFns {
-        split: split_entry,
-        dot: dot_entry,
-        axpy: axpy_entry,
-    })
 }
 
-fn split_entry(h: &[u16], x0: &mut [i32], x1: &mut [i32]) -> bool {
-    // SAFETY: only reachable through `attention_fns`, which checked AVX2.
-    unsafe { split_avx2(h, x0, x1) }
+fn dot_entry<const W: bool>(a0: &[i32], a1: &[i32], b0: &[i32], b1: &[i32]) -> [i64; 3] {
+    unsafe {
+        if W {
+            dot_avx512(a0, a1, b0, b1)
+        } else {
+            dot_avx2(a0, a1, b0, b1)
+        }
+    }
 }
 
-fn dot_entry(a0: &[i32], a1: &[i32], b0: &[i32], b1: &[i32]) -> [i64; 3] {
-    // SAFETY: only reachable through `attention_fns`, which checked AVX2.
-    unsafe { dot_avx2(a0, a1, b0, b1) }
+fn axpy_entry<const W: bool>(p: i32, x0: &[i32], x1: &[i32], lo: &mut [i64], hi: &mut [i64]) {
+    unsafe {
+        if W {
+            axpy_avx512(p, x0, x1, lo, hi)
+        } else {
+            axpy_avx2(p, x0, x1, lo, hi)
+        }
+    }
 }
 
-fn axpy_entry(p: i32, x0: &[i32], x1: &[i32], lo: &mut [i64], hi: &mut [i64]) {
-    // SAFETY: only reachable through `attention_fns`, which checked AVX2.
-    unsafe { axpy_avx2(p, x0, x1, lo, hi) }
+/// Stamps the three row kernels for one set of target features.
+macro_rules! row_kernels {
+    ($features:literal, $split:ident, $dot:ident, $axpy:ident) => {
+        #[target_feature(enable = $features)]
+        fn $split(h: &[u16], x0: &mut [i32], x1: &mut [i32]) -> bool {
+            crate::kernels::attention::split_row(h, x0, x1)
+        }
+
+        #[target_feature(enable = $features)]
+        fn $dot(a0: &[i32], a1: &[i32], b0: &[i32], b1: &[i32]) -> [i64; 3] {
+            crate::kernels::attention::dot_classes(a0, a1, b0, b1)
+        }
+
+        #[target_feature(enable = $features)]
+        fn $axpy(p: i32, x0: &[i32], x1: &[i32], lo: &mut [i64], hi: &mut [i64]) {
+            crate::kernels::attention::axpy2(p, x0, x1, lo, hi)
+        }
+    };
 }
 
-#[target_feature(enable = "avx2")]
-fn split_avx2(h: &[u16], x0: &mut [i32], x1: &mut [i32]) -> bool {
-    crate::kernels::attention::split_row(h, x0, x1)
-}
-
-#[target_feature(enable = "avx2")]
-fn dot_avx2(a0: &[i32], a1: &[i32], b0: &[i32], b1: &[i32]) -> [i64; 3] {
-    crate::kernels::attention::dot_classes(a0, a1, b0, b1)
-}
-
-#[target_feature(enable = "avx2")]
-fn axpy_avx2(p: i32, x0: &[i32], x1: &[i32], lo: &mut [i64], hi: &mut [i64]) {
-    crate::kernels::attention::axpy2(p, x0, x1, lo, hi)
-}
+row_kernels!("avx2", split_avx2, dot_avx2, axpy_avx2);
+row_kernels!(
+    "avx2,avx512f,avx512vl,avx512dq,avx512bw",
+    split_avx512,
+    dot_avx512,
+    axpy_avx512
+);
 
 /// 32 bytes at the start of `s` (`None` if shorter).
 #[inline(always)]
