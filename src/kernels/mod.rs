@@ -15,7 +15,7 @@ pub mod swiglu;
 pub use attention::attention;
 pub use matmul::{matmul, matmul_scratch_len};
 pub use rmsnorm::rmsnorm;
-pub use rope::{RopeAngles, RopeStyle, rope, rope_theta_scale};
+pub use rope::{RopeAngles, RopeStyle, rope, rope_apply, rope_theta_scale};
 pub use softmax::softmax;
 pub use swiglu::swiglu;
 

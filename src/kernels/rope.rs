@@ -95,18 +95,45 @@ impl RopeAngles {
         head_dim: usize,
         style: RopeStyle,
     ) -> Result<()> {
-        check_len(
-            n_heads.checked_mul(head_dim).ok_or(Error::SizeOverflow)?,
-            x.len(),
-        )?;
-        if 2 * self.half > head_dim {
-            return Err(Error::InvalidConfig);
-        }
-        for i in 0..self.half {
-            rotate_pair(x, head_dim, i, self.half, self.sin[i], self.cos[i], style);
-        }
-        Ok(())
+        rope_apply(self.sin(), self.cos(), x, n_heads, head_dim, style)
     }
+
+    /// `sin` of the `n_rot / 2` angles.
+    pub fn sin(&self) -> &[F32] {
+        &self.sin[..self.half]
+    }
+
+    /// `cos` of the `n_rot / 2` angles.
+    pub fn cos(&self) -> &[F32] {
+        &self.cos[..self.half]
+    }
+}
+
+/// Rotates every head of `x` (n_heads, head_dim) by angles given as their
+/// `sin` and `cos` (`n_rot / 2` each, as [`RopeAngles::sin`] and
+/// [`RopeAngles::cos`] return): the same rotation as [`RopeAngles::apply`],
+/// for callers that keep the angles of many positions in a buffer.
+pub fn rope_apply(
+    sin: &[F32],
+    cos: &[F32],
+    x: &mut [F32],
+    n_heads: usize,
+    head_dim: usize,
+    style: RopeStyle,
+) -> Result<()> {
+    check_len(
+        n_heads.checked_mul(head_dim).ok_or(Error::SizeOverflow)?,
+        x.len(),
+    )?;
+    check_len(sin.len(), cos.len())?;
+    let half = sin.len();
+    if 2 * half > head_dim {
+        return Err(Error::InvalidConfig);
+    }
+    for (i, (&s, &c)) in sin.iter().zip(cos).enumerate() {
+        rotate_pair(x, head_dim, i, half, s, c, style);
+    }
+    Ok(())
 }
 
 /// Rotates pair `i` of every head by `(sin, cos)`.

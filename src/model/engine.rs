@@ -177,6 +177,7 @@ pub struct Engine<'a, K: KvBuild<'a>> {
     hb2: &'a mut [F32],          // (T, hidden_dim)
     mm: &'a mut [F32],           // matmul transpose scratch; head passes: block + scratch
     logits: &'a mut [F32],       // (R, vocab_size)
+    rope: &'a mut [F32],         // (T, n_rot) sin | cos of each row's RoPE angles
     row_entry: &'a mut [u32],    // (T) entry index of each row
     row_pos: &'a mut [u32],      // (T) position of each row
     out_rows: &'a mut [u32],     // (R) rows whose logits are returned
@@ -193,7 +194,7 @@ struct Sizes {
     r: usize,
     /// Output-head rows per pass (`vocab_size`: one pass).
     head_rows: usize,
-    f32s: [usize; 12],
+    f32s: [usize; 13],
     u32s: [usize; 3],
 }
 
@@ -237,14 +238,18 @@ impl Sizes {
                 t.checked_mul(q)?,
                 t.checked_mul(kv)?,
                 t.checked_mul(kv)?,
-                t.checked_mul(q.checked_add(lim.max_seq_len.checked_mul(attn_group(cfg))?)?)?
-                    .max(attn_unit_len(cfg, lim.max_seq_len).checked_mul(cfg.n_kv_heads.max(1))?),
+                t.checked_mul(
+                    q.checked_mul(2)?
+                        .checked_add(lim.max_seq_len.checked_mul(attn_group(cfg))?)?,
+                )?
+                .max(attn_unit_len(cfg, lim.max_seq_len).checked_mul(cfg.n_kv_heads.max(1))?),
                 t.checked_mul(q)?,
                 t.checked_mul(d)?,
                 t.checked_mul(h)?,
                 t.checked_mul(h)?,
                 mm,
                 r.checked_mul(cfg.vocab_size)?,
+                t.checked_mul(cfg.n_rot)?,
             ],
             u32s: [t, t, r],
         })
@@ -331,11 +336,12 @@ impl<'a, K: KvBuild<'a>> Engine<'a, K> {
         let sizes = Sizes::new(&cfg, &lim, w_out_max(&cfg)).ok_or(Error::SizeOverflow)?;
         let (kd, kq, kh, ko) = input_types(&model)?;
         let kv = K::build(arena, lim.kv_config(&cfg))?;
-        let mut f = [0usize; 12].map(|_| None::<&'a mut [F32]>);
+        let mut f = [0usize; 13].map(|_| None::<&'a mut [F32]>);
         for (slot, &n) in f.iter_mut().zip(sizes.f32s.iter()) {
             *slot = Some(arena.alloc::<F32>(n)?);
         }
-        let [x, xb, q, k, v, att, ob, proj, hb, hb2, mm, logits] = f.map(|s| s.unwrap_or_default());
+        let [x, xb, q, k, v, att, ob, proj, hb, hb2, mm, logits, rope] =
+            f.map(|s| s.unwrap_or_default());
         let row_entry = arena.alloc::<u32>(sizes.u32s[0])?;
         let row_pos = arena.alloc::<u32>(sizes.u32s[1])?;
         let out_rows = arena.alloc::<u32>(sizes.u32s[2])?;
@@ -367,6 +373,7 @@ impl<'a, K: KvBuild<'a>> Engine<'a, K> {
             hb2,
             mm,
             logits,
+            rope,
             row_entry,
             row_pos,
             out_rows,
@@ -501,6 +508,28 @@ impl<'a, K: KvBuild<'a>> Engine<'a, K> {
             }
         }
         let t = n_rows;
+        // RoPE angles of every row, once per step (they depend on the
+        // position only): (sin | cos) of n_rot / 2 pairs per row.
+        let nr = cfg.n_rot;
+        let half = nr / 2;
+        if nr > 0 {
+            let row_pos = &*self.row_pos;
+            let ts = self.theta_scale;
+            let failed = core::sync::atomic::AtomicBool::new(false);
+            par.for_each_chunk(&mut self.rope[..t * nr], nr, &|r, buf| {
+                match kernels::RopeAngles::new(nr, row_pos[r] as usize, ts) {
+                    Ok(a) if buf.len() == nr => {
+                        buf[..half].copy_from_slice(a.sin());
+                        buf[half..].copy_from_slice(a.cos());
+                    }
+                    _ => failed.store(true, core::sync::atomic::Ordering::Relaxed),
+                }
+            });
+            if failed.load(core::sync::atomic::Ordering::Relaxed) {
+                return Err(Error::InvalidConfig);
+            }
+        }
+        let style = self.model.rope_style;
         for l in 0..cfg.n_layers {
             let w = *self.model.layer(l)?;
             let (attn_norm, ffn_norm) = self.model.norms(l);
@@ -543,24 +572,31 @@ impl<'a, K: KvBuild<'a>> Engine<'a, K> {
                 add_bias(&mut self.k[..t * kvd], bk);
                 add_bias(&mut self.v[..t * kvd], bv);
             }
+            // RoPE on K (the rows split over the workers), then the KV
+            // writes; Q is rotated inside each attention unit below. Same
+            // bits as `kernels::rope` on each row.
+            {
+                let angles = &*self.rope;
+                let failed = core::sync::atomic::AtomicBool::new(false);
+                let kv_rope = |r: usize, krow: &mut [F32]| {
+                    let (sn, cs) = angles[r * nr..(r + 1) * nr].split_at(half);
+                    if kernels::rope_apply(sn, cs, krow, cfg.n_kv_heads, cfg.head_dim, style)
+                        .is_err()
+                    {
+                        failed.store(true, core::sync::atomic::Ordering::Relaxed);
+                    }
+                };
+                if t == 1 {
+                    kv_rope(0, &mut self.k[..kvd]);
+                } else {
+                    par.for_each_chunk(&mut self.k[..t * kvd], kvd, &kv_rope);
+                }
+                if failed.load(core::sync::atomic::Ordering::Relaxed) {
+                    return Err(Error::InvalidConfig);
+                }
+            }
             for r in 0..t {
                 let pos = self.row_pos[r] as usize;
-                let style = self.model.rope_style;
-                // One set of angles per row for its Q and K (same bits as
-                // `kernels::rope` on each).
-                let angles = kernels::RopeAngles::new(cfg.n_rot, pos, self.theta_scale)?;
-                angles.apply(
-                    &mut self.q[r * qd..(r + 1) * qd],
-                    cfg.n_heads,
-                    cfg.head_dim,
-                    style,
-                )?;
-                angles.apply(
-                    &mut self.k[r * kvd..(r + 1) * kvd],
-                    cfg.n_kv_heads,
-                    cfg.head_dim,
-                    style,
-                )?;
                 let seq = batch[self.row_entry[r] as usize].seq;
                 self.kv.write(
                     seq,
@@ -587,23 +623,28 @@ impl<'a, K: KvBuild<'a>> Engine<'a, K> {
                 let q = &*self.q;
                 let row_entry = &*self.row_entry;
                 let row_pos = &*self.row_pos;
+                let angles = &*self.rope;
                 let scale = self.attn_scale;
                 let failed = core::sync::atomic::AtomicBool::new(false);
                 let att = self.att.get_mut(..nu * unit).ok_or(Error::InvalidConfig)?;
                 par.for_each_chunk(att, unit, &|i, chunk| {
                     let u = u0 + i;
                     let (r, g) = (u / n_kv, u % n_kv);
-                    let (out, scores) = chunk.split_at_mut(gq);
+                    let (out, rest) = chunk.split_at_mut(gq);
+                    let (qg, scores) = rest.split_at_mut(gq);
                     let seq = batch[row_entry[r] as usize].seq;
                     let n_ctx = row_pos[r] as usize + 1;
-                    let ok = kv.view(seq, l).and_then(|view| {
+                    qg.copy_from_slice(&q[r * qd + g * gq..r * qd + (g + 1) * gq]);
+                    let (sn, cs) = angles[r * nr..(r + 1) * nr].split_at(half);
+                    let ok = kernels::rope_apply(sn, cs, qg, group, cfg.head_dim, style);
+                    let ok = ok.and_then(|()| kv.view(seq, l)).and_then(|view| {
                         let head = KvHead {
                             inner: &view,
                             k0: g * cfg.head_dim,
                             len: cfg.head_dim,
                         };
                         kernels::attention(
-                            &q[r * qd + g * gq..r * qd + (g + 1) * gq],
+                            qg,
                             &head,
                             n_ctx,
                             group,
@@ -752,11 +793,13 @@ fn attn_group(cfg: &Config) -> usize {
 }
 
 /// Elements of one attention unit (one row, one KV head):
-/// `group·head_dim` outputs and `group·max_seq_len` scores.
+/// `group·head_dim` outputs, the group's rotated queries (as many) and
+/// `group·max_seq_len` scores.
 fn attn_unit_len(cfg: &Config, max_seq_len: usize) -> usize {
     let group = cfg.n_heads / cfg.n_kv_heads.max(1);
     group
         .saturating_mul(cfg.head_dim)
+        .saturating_mul(2)
         .saturating_add(group.saturating_mul(max_seq_len))
 }
 
