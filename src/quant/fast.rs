@@ -280,7 +280,7 @@ impl Fused {
 }
 
 /// Input rows a multi-row fused kernel takes per pass over a weight chunk.
-pub(crate) const ACT_TILE: usize = 4;
+pub(crate) const ACT_TILE: usize = 8;
 
 /// One chunk of up to [`ACT_TILE`] input rows: quantized values, block
 /// scales and chunk ranges of rows `0..n`.
