@@ -133,17 +133,22 @@ pub const FLAG_S_NONFINITE: u8 = 2;
 
 /// Quantizes one 32-block with the reference formulas: `(qs, d, s, Σqs)`,
 /// `d` and `s` as f16 bits.
+#[inline(always)]
 pub fn quantize_block_q8(x: &[F32; QK]) -> ([i8; QK], u16, u16, i32) {
-    // Detect NaN; find amax = max |x_j|.
-    let mut amax = F32::ZERO;
+    // Detect NaN; find amax = max |x_j| over the others (as `|x_j| > amax`
+    // from +0 would: for non-NaN magnitudes the bit patterns order as the
+    // values). Branch-free so that it vectorizes.
+    let mut amax_bits = 0u32;
     let mut nan = false;
+    let mut subnormal = false;
     for &v in x {
-        nan |= v.is_nan();
-        let a = v.abs();
-        if a.gt(amax) {
-            amax = a;
-        }
+        let a = v.to_bits() & 0x7FFF_FFFF;
+        let is_nan = a > 0x7F80_0000;
+        nan |= is_nan;
+        subnormal |= a != 0 && a < 0x0080_0000;
+        amax_bits = amax_bits.max(if is_nan { 0 } else { a });
     }
+    let amax = F32::from_bits(amax_bits);
     let d = if nan { F32::NAN } else { amax / F32_127 };
     let id = if d.is_zero() { F32::ZERO } else { F32::ONE / d };
     let mut qs = [0i8; QK];
@@ -151,6 +156,18 @@ pub fn quantize_block_q8(x: &[F32; QK]) -> ([i8; QK], u16, u16, i32) {
     // The common case (finite block, 1/d a positive normal) in integers.
     let idb = id.to_bits();
     let fast = amax.is_finite() && (0x0080_0000..0x7F80_0000).contains(&idb);
+    if fast && !subnormal {
+        // Every x_j finite and normal or zero: one branch-free loop.
+        let mi = ((idb & 0x7F_FFFF) | 0x80_0000) as u64;
+        let ei = ((idb >> 23) & 0xFF) as i32;
+        for (q, &v) in qs.iter_mut().zip(x) {
+            let r = q8_round_nz(v.to_bits(), mi, ei);
+            *q = r as i8;
+            sum += r;
+        }
+        let s = F32::from_i32(sum) * d;
+        return (qs, d.to_f16_bits(), s.to_f16_bits(), sum);
+    }
     for (q, &v) in qs.iter_mut().zip(x) {
         // |x·id| rounds to at most 127 whenever 1/d is finite; NaN products
         // give 0. When d is a tiny subnormal, 1/d overflows and llama.cpp's
@@ -183,9 +200,17 @@ pub fn q8_round(v: F32, id: F32) -> i32 {
         // Zero or subnormal v (rare): the soft-float formula.
         return (v * id).to_i32_round_ties_away().clamp(-127, 127);
     }
-    let mv = ((vb & 0x7F_FFFF) | 0x80_0000) as u64;
     let mi = ((ib & 0x7F_FFFF) | 0x80_0000) as u64;
     let ei = ((ib >> 23) & 0xFF) as i32;
+    q8_round_nz(vb, mi, ei)
+}
+
+/// [`q8_round`] for `v` (bits `vb`) finite and normal or ±0, with `id`'s
+/// significand `mi` (implicit bit set) and biased exponent `ei`; no branches.
+#[inline(always)]
+fn q8_round_nz(vb: u32, mi: u64, ei: i32) -> i32 {
+    let ev = ((vb >> 23) & 0xFF) as i32;
+    let mv = ((vb & 0x7F_FFFF) | 0x80_0000) as u64;
     // |v·id| = p · 2^(ev + ei - 300) exactly; keep 24 of p's 47 or 48 bits.
     let p = mv * mi;
     let s = 23 + (p >> 47) as u32;
@@ -200,13 +225,33 @@ pub fn q8_round(v: F32, id: F32) -> i32 {
     // below 2^-15, rounds to 0 (so does the shift by 40).
     let t = t.clamp(1, 40) as u32;
     let r = ((m + (1u64 << (t - 1))) >> t).min(127) as i32;
+    let r = if ev == 0 { 0 } else { r }; // ±0
     if vb >> 31 != 0 { -r } else { r }
+}
+
+/// Signature of [`quantize_row_q8`].
+pub(crate) type QuantRowFn = fn(&[F32], &mut [i8], &mut [ActScale], &mut [ChunkScale]) -> u8;
+
+/// The row quantizer: [`quantize_row_q8`], or the same code compiled for the
+/// CPU's SIMD (`quant::simd_x86`; identical integers).
+fn row_q8() -> QuantRowFn {
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    if let Some(f) = super::simd_x86::quantize_fns() {
+        return f;
+    }
+    quantize_row_q8
 }
 
 /// One row into Q8 blocks (`qs`, `sc`) and its chunk ranges (`ch`);
 /// returns the row's `FLAG_*` bits. `x.len()` is a multiple of 32 and the
 /// outputs are sized for it.
-fn quantize_row_q8(x: &[F32], qs: &mut [i8], sc: &mut [ActScale], ch: &mut [ChunkScale]) -> u8 {
+#[inline(always)]
+pub(crate) fn quantize_row_q8(
+    x: &[F32],
+    qs: &mut [i8],
+    sc: &mut [ActScale],
+    ch: &mut [ChunkScale],
+) -> u8 {
     let mut flags = 0u8;
     for ((xb, qb), s) in x
         .chunks_exact(QK)
@@ -442,7 +487,7 @@ impl<'a> QActs<'a> {
                     let qs = &mut self.qs[r * n..(r + 1) * n];
                     let sc = &mut self.sc[r * nb..(r + 1) * nb];
                     let ch = &mut self.ch[r * nc..(r + 1) * nc];
-                    flags = quantize_row_q8(xr, qs, sc, ch);
+                    flags = row_q8()(xr, qs, sc, ch);
                 }
                 ActKind::F16 => {
                     for (o, v) in self.h[r * n..(r + 1) * n].iter_mut().zip(xr) {
@@ -488,6 +533,7 @@ impl<'a> QActs<'a> {
             .zip(self.flags.iter_mut())
             .map(|((((x, q), s), c), f)| (x, q, s, c, f));
         let per = BATCH.min(m).div_ceil(par.threads()).max(1);
+        let row_q8 = row_q8();
         loop {
             let mut jobs: [Option<RowJob<'_>>; BATCH] = core::array::from_fn(|_| None);
             let mut k = 0;
@@ -500,7 +546,7 @@ impl<'a> QActs<'a> {
             }
             par.for_each_chunk(&mut jobs[..k], per, &|_, js| {
                 for (xr, qs, sc, ch, fl) in js.iter_mut().flatten() {
-                    **fl = quantize_row_q8(xr, qs, sc, ch);
+                    **fl = row_q8(xr, qs, sc, ch);
                 }
             });
         }
@@ -569,5 +615,93 @@ pub fn act_scale(d: u16, s: u16, bsum: i32) -> ActScale {
         ssh,
         drel: 0,
         srel: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every SIMD build of the row quantizer the CPU runs writes what the
+    /// portable one writes, on random rows mixing every kind of value
+    /// (normal, ±0, subnormal, ±∞, NaN, huge, tiny; blocks all zero, with
+    /// zeros among normals or with one outlier), and the branch-free block loop agrees with the
+    /// element-by-element `q8_round` / soft-float formula it replaces.
+    #[test]
+    fn quantizer_builds_equal_portable() {
+        #[cfg(all(feature = "std", target_arch = "x86_64"))]
+        let builds = crate::quant::simd_x86::quantize_variants();
+        #[cfg(not(all(feature = "std", target_arch = "x86_64")))]
+        let builds: [Option<QuantRowFn>; 0] = [];
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (state >> 32) as u32
+        };
+        const N: usize = 64 * QK;
+        for round in 0..200 {
+            let mut x = [F32::ZERO; N];
+            for (j, v) in x.iter_mut().enumerate() {
+                let block = j / QK;
+                let r = next();
+                let bits = match (block + round) % 7 {
+                    // Mostly moderate normals around 2^-8..2^8.
+                    0 | 1 => (r & 0x8000_0000) | (0x3B80_0000 + (r % 0x0800_0000)),
+                    2 => match r % 16 {
+                        0 => 0,
+                        1 => 0x8000_0000,
+                        2 => r & 0x807F_FFFF, // subnormal
+                        3 => 0x7F80_0000 | (r & 0x8000_0000),
+                        4 => 0x7FC0_0001,
+                        _ => r,
+                    },
+                    3 => 0, // all zero
+                    4 => {
+                        if j % QK == 5 {
+                            0x4700_0000 // one outlier
+                        } else {
+                            (r & 0x8000_0000) | (0x3000_0000 + (r % 0x0100_0000))
+                        }
+                    }
+                    5 => match r % 4 {
+                        0 => r & 0x8000_0000, // ±0 among normals
+                        _ => (r & 0x8000_0000) | (0x3B80_0000 + (r % 0x0800_0000)),
+                    },
+                    _ => r, // any bits
+                };
+                *v = F32::from_bits(bits);
+            }
+            let nb = N / QK;
+            let nc = nb.div_ceil(CHUNK_BLOCKS);
+            let run = |f: QuantRowFn| {
+                let mut qs = [0i8; N];
+                let mut sc = [ActScale::default(); N / QK];
+                let mut ch = [ChunkScale::default(); N / QK];
+                let fl = f(&x, &mut qs, &mut sc, &mut ch[..nc]);
+                (qs, sc, ch, fl)
+            };
+            let want = run(quantize_row_q8);
+            for f in builds.iter().flatten() {
+                assert!(want == run(*f), "round {round}");
+            }
+            // The block loop against the per-element formulas.
+            for xb in x.chunks_exact(QK) {
+                let xb: &[F32; QK] = xb.try_into().unwrap();
+                let (qs, ..) = quantize_block_q8(xb);
+                let amax = xb
+                    .iter()
+                    .filter(|v| !v.is_nan())
+                    .fold(F32::ZERO, |a, v| if v.abs().gt(a) { v.abs() } else { a });
+                let nan = xb.iter().any(|v| v.is_nan());
+                let d = if nan { F32::NAN } else { amax / F32_127 };
+                let id = if d.is_zero() { F32::ZERO } else { F32::ONE / d };
+                for (&q, &v) in qs.iter().zip(xb) {
+                    let want = (v * id).to_i32_round_ties_away().clamp(-127, 127);
+                    assert_eq!(q as i32, want, "{:#010x}", v.to_bits());
+                }
+            }
+        }
     }
 }

@@ -344,11 +344,7 @@ pub(crate) fn attention_fns() -> Option<crate::kernels::attention::RowFns> {
 pub(crate) fn attention_variants() -> [Option<crate::kernels::attention::RowFns>; 2] {
     use crate::kernels::attention::RowFns;
     let avx2 = std::is_x86_feature_detected!("avx2");
-    let avx512 = avx2
-        && std::is_x86_feature_detected!("avx512f")
-        && std::is_x86_feature_detected!("avx512vl")
-        && std::is_x86_feature_detected!("avx512dq")
-        && std::is_x86_feature_detected!("avx512bw");
+    let avx512 = avx2 && has_avx512();
     let fns = |wide: bool| RowFns {
         split: if wide {
             split_entry::<true>
@@ -428,6 +424,67 @@ row_kernels!(
     dot_avx512,
     axpy_avx512
 );
+
+/// The Q8 row quantizer compiled for the CPU (the same portable code,
+/// auto-vectorized), widest build first, if it has AVX2.
+pub(crate) fn quantize_fns() -> Option<super::act::QuantRowFn> {
+    quantize_variants().into_iter().flatten().next()
+}
+
+/// Every build of the Q8 row quantizer this CPU can run, widest first.
+pub(crate) fn quantize_variants() -> [Option<super::act::QuantRowFn>; 2] {
+    let avx2 = std::is_x86_feature_detected!("avx2");
+    let avx512 = avx2 && has_avx512();
+    [
+        avx512.then_some(quantize_entry::<true> as super::act::QuantRowFn),
+        avx2.then_some(quantize_entry::<false> as super::act::QuantRowFn),
+    ]
+}
+
+// SAFETY: only handed out by `quantize_variants`, which checked AVX2 and,
+// for `W`, AVX-512 F, VL, DQ and BW.
+fn quantize_entry<const W: bool>(
+    x: &[crate::F32],
+    qs: &mut [i8],
+    sc: &mut [ActScale],
+    ch: &mut [ChunkScale],
+) -> u8 {
+    unsafe {
+        if W {
+            quantize_avx512(x, qs, sc, ch)
+        } else {
+            quantize_avx2(x, qs, sc, ch)
+        }
+    }
+}
+
+#[target_feature(enable = "avx2")]
+fn quantize_avx2(
+    x: &[crate::F32],
+    qs: &mut [i8],
+    sc: &mut [ActScale],
+    ch: &mut [ChunkScale],
+) -> u8 {
+    super::act::quantize_row_q8(x, qs, sc, ch)
+}
+
+#[target_feature(enable = "avx2,avx512f,avx512vl,avx512dq,avx512bw")]
+fn quantize_avx512(
+    x: &[crate::F32],
+    qs: &mut [i8],
+    sc: &mut [ActScale],
+    ch: &mut [ChunkScale],
+) -> u8 {
+    super::act::quantize_row_q8(x, qs, sc, ch)
+}
+
+/// AVX-512 F, VL, DQ and BW (with AVX2 checked by the caller).
+fn has_avx512() -> bool {
+    std::is_x86_feature_detected!("avx512f")
+        && std::is_x86_feature_detected!("avx512vl")
+        && std::is_x86_feature_detected!("avx512dq")
+        && std::is_x86_feature_detected!("avx512bw")
+}
 
 /// 32 bytes at the start of `s` (`None` if shorter).
 #[inline(always)]
