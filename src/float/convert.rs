@@ -41,6 +41,13 @@ impl F32 {
         let x = self.0;
         let sign = ((x & SIGN_MASK) >> 16) as u16;
         let ax = x & 0x7FFF_FFFF;
+        // Normal half range, |x| in [2^-14, 2^16): rebias the exponent and
+        // round the 13 dropped bits to nearest even in one add; a carry
+        // moves into the exponent, and up to ∞ (0x7C00) for |x| ≥ 65520.
+        if ax.wrapping_sub(0x3880_0000) < 0x4780_0000 - 0x3880_0000 {
+            let r = (ax - 0x3800_0000 + 0x0FFF + ((ax >> 13) & 1)) >> 13;
+            return sign | r as u16;
+        }
         if ax > EXP_MASK {
             return F16_NAN;
         }
