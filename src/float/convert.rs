@@ -48,6 +48,18 @@ impl F32 {
             let r = (ax - 0x3800_0000 + 0x0FFF + ((ax >> 13) & 1)) >> 13;
             return sign | r as u16;
         }
+        // Subnormal half range, |x| in [2^-25, 2^-14): the significand
+        // shifted to units of 2^-24 (by 14..=24 bits), rounded to nearest
+        // even; rounding up to 2^-14 gives its encoding 0x0400 as well.
+        if ax.wrapping_sub(0x3300_0000) < 0x3880_0000 - 0x3300_0000 {
+            let sig = (ax & 0x7F_FFFF) | 0x80_0000;
+            let sh = 126 - (ax >> 23);
+            let q = sig >> sh;
+            let rem = sig & ((1 << sh) - 1);
+            let half = 1 << (sh - 1);
+            let up = (rem > half || (rem == half && q & 1 == 1)) as u32;
+            return sign | (q + up) as u16;
+        }
         if ax > EXP_MASK {
             return F16_NAN;
         }
