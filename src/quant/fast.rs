@@ -285,6 +285,7 @@ pub(crate) const ACT_TILE: usize = 8;
 /// One chunk of up to [`ACT_TILE`] input rows: quantized values, block
 /// scales and chunk ranges of rows `0..n`.
 pub(crate) struct ActTile<'x> {
+    #[cfg_attr(not(all(feature = "std", target_arch = "x86_64")), allow(dead_code))]
     pub n: usize,
     pub qs: [&'x [i8]; ACT_TILE],
     pub sc: [&'x [ActScale]; ACT_TILE],
