@@ -15,6 +15,7 @@ mod pack;
 mod sqrt;
 
 pub use convert::{BF16_NAN, F16_NAN};
+pub(crate) use mul::mul_try;
 pub use pack::round_pack;
 
 /// IEEE-754 binary32 stored as its bit pattern.

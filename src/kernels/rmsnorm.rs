@@ -6,21 +6,129 @@
 //! this profile keeps the sum in f32 so no wider float type is needed.
 
 use super::check_len;
+use crate::float::mul_try;
 use crate::{F32, Result};
 
 /// RMS normalisation of one row (see the module docs for the exact order).
+/// Runs [`rmsnorm_body`] compiled for the CPU's SIMD where there is such a
+/// build (`quant::simd_x86`; the same code, the same bits).
 pub fn rmsnorm(x: &[F32], w: &[F32], eps: F32, out: &mut [F32]) -> Result<()> {
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    if let Some(f) = crate::quant::simd_x86::rmsnorm_fn() {
+        return f(x, w, eps, out);
+    }
+    rmsnorm_body(x, w, eps, out)
+}
+
+/// The portable body of [`rmsnorm`]. The products go through
+/// [`mul_try`] in branch-free loops (which vectorize); a row with any
+/// operand or result outside the normal range is redone with `*`. The sum
+/// of squares stays one fixed-order chain.
+#[inline(always)]
+pub(crate) fn rmsnorm_body(x: &[F32], w: &[F32], eps: F32, out: &mut [F32]) -> Result<()> {
     let n = x.len();
     check_len(n, w.len())?;
     check_len(n, out.len())?;
+    // The squares, into `out` for now.
+    let mut ok = true;
+    for (o, &v) in out.iter_mut().zip(x) {
+        let (p, k) = mul_try(v, v);
+        *o = p;
+        ok &= k;
+    }
+    if !ok {
+        for (o, &v) in out.iter_mut().zip(x) {
+            *o = v * v;
+        }
+    }
     let mut ss = F32::ZERO;
-    for &v in x {
-        ss = ss + v * v;
+    for &sq in out.iter() {
+        ss = ss + sq;
     }
     let mean = ss / F32::from_u32(n as u32);
     let scale = F32::ONE / (mean + eps).sqrt();
+    let mut ok = true;
     for ((o, &v), &g) in out.iter_mut().zip(x).zip(w) {
-        *o = (v * scale) * g;
+        let (t, k1) = mul_try(v, scale);
+        let (p, k2) = mul_try(t, g);
+        *o = p;
+        ok &= k1 & k2;
+    }
+    if !ok {
+        for ((o, &v), &g) in out.iter_mut().zip(x).zip(w) {
+            *o = (v * scale) * g;
+        }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The original element-by-element formula.
+    fn reference(x: &[F32], w: &[F32], eps: F32, out: &mut [F32]) {
+        let mut ss = F32::ZERO;
+        for &v in x {
+            ss = ss + v * v;
+        }
+        let scale = F32::ONE / (ss / F32::from_u32(x.len() as u32) + eps).sqrt();
+        for ((o, &v), &g) in out.iter_mut().zip(x).zip(w) {
+            *o = (v * scale) * g;
+        }
+    }
+
+    /// [`rmsnorm_body`] and every SIMD build of it the CPU runs equal the
+    /// element-by-element formula, on rows of moderate values and on rows
+    /// with zeros, subnormals, huge values, ±∞ and NaN (the fallback).
+    #[test]
+    fn builds_equal_reference() {
+        #[cfg(all(feature = "std", target_arch = "x86_64"))]
+        let simd = crate::quant::simd_x86::rmsnorm_variants();
+        #[cfg(not(all(feature = "std", target_arch = "x86_64")))]
+        let simd: [Option<fn(&[F32], &[F32], F32, &mut [F32]) -> Result<()>>; 0] = [];
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (state >> 32) as u32
+        };
+        const N: usize = 200;
+        for round in 0..300 {
+            let n = 1 + round % N;
+            let val = |next: &mut dyn FnMut() -> u32| {
+                let r = next();
+                F32::from_bits(match (round % 5, r % 64) {
+                    (0, 0) => 0,
+                    (0, 1) => r & 0x807F_FFFF,                 // subnormal
+                    (0, 2) => 0x7F80_0000 | (r & 0x8000_0000), // ±∞
+                    (0, 3) => 0x7FC0_0000,
+                    (1, _) => r, // any bits
+                    (2, _) => (r & 0x8000_0000) | (0x6000_0000 + r % 0x0800_0000), // huge
+                    (3, _) => (r & 0x8000_0000) | (0x1800_0000 + r % 0x0800_0000), // tiny
+                    _ => (r & 0x8000_0000) | (0x3C00_0000 + r % 0x0700_0000),
+                })
+            };
+            let x: [F32; N] = core::array::from_fn(|_| val(&mut next));
+            let w: [F32; N] = core::array::from_fn(|_| val(&mut next));
+            let eps = F32::from_bits(0x3727_C5AC); // 1e-5
+            let mut want = [F32::ZERO; N];
+            reference(&x[..n], &w[..n], eps, &mut want[..n]);
+            let mut got = [F32::ZERO; N];
+            rmsnorm_body(&x[..n], &w[..n], eps, &mut got[..n]).unwrap();
+            assert!(
+                got.map(F32::to_bits) == want.map(F32::to_bits),
+                "round {round}"
+            );
+            for f in simd.iter().flatten() {
+                let mut got = [F32::ZERO; N];
+                f(&x[..n], &w[..n], eps, &mut got[..n]).unwrap();
+                assert!(
+                    got.map(F32::to_bits) == want.map(F32::to_bits),
+                    "round {round}"
+                );
+            }
+        }
+    }
 }

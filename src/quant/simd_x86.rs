@@ -33,6 +33,7 @@ use super::block::QK;
 use super::fast::{
     ACT_TILE, ActTile, Fused, FusedFn, FusedMultiFn, LIM_Q4_1_D, LIM_Q4_1_M, LIM_Q8_0_D, ROW_GROUP,
 };
+use crate::{F32, Result};
 use core::arch::x86_64::*;
 
 /// Which instruction set the fused kernels use.
@@ -424,6 +425,46 @@ row_kernels!(
     dot_avx512,
     axpy_avx512
 );
+
+/// Signature of `kernels::rmsnorm`.
+pub(crate) type RmsnormFn = fn(&[F32], &[F32], F32, &mut [F32]) -> Result<()>;
+
+/// `kernels::rmsnorm`'s body compiled for the CPU (the same portable code,
+/// auto-vectorized), widest build first, if it has AVX2.
+pub(crate) fn rmsnorm_fn() -> Option<RmsnormFn> {
+    rmsnorm_variants().into_iter().flatten().next()
+}
+
+/// Every build of the rmsnorm body this CPU can run, widest first.
+pub(crate) fn rmsnorm_variants() -> [Option<RmsnormFn>; 2] {
+    let avx2 = std::is_x86_feature_detected!("avx2");
+    [
+        (avx2 && has_avx512()).then_some(rmsnorm_entry::<true> as RmsnormFn),
+        avx2.then_some(rmsnorm_entry::<false> as RmsnormFn),
+    ]
+}
+
+// SAFETY: only handed out by `rmsnorm_variants`, which checked AVX2 and,
+// for `W`, AVX-512 F, VL, DQ and BW.
+fn rmsnorm_entry<const W: bool>(x: &[F32], w: &[F32], eps: F32, out: &mut [F32]) -> Result<()> {
+    unsafe {
+        if W {
+            rmsnorm_avx512(x, w, eps, out)
+        } else {
+            rmsnorm_avx2(x, w, eps, out)
+        }
+    }
+}
+
+#[target_feature(enable = "avx2")]
+fn rmsnorm_avx2(x: &[F32], w: &[F32], eps: F32, out: &mut [F32]) -> Result<()> {
+    crate::kernels::rmsnorm::rmsnorm_body(x, w, eps, out)
+}
+
+#[target_feature(enable = "avx2,avx512f,avx512vl,avx512dq,avx512bw")]
+fn rmsnorm_avx512(x: &[F32], w: &[F32], eps: F32, out: &mut [F32]) -> Result<()> {
+    crate::kernels::rmsnorm::rmsnorm_body(x, w, eps, out)
+}
 
 /// The Q8 row quantizer compiled for the CPU (the same portable code,
 /// auto-vectorized), widest build first, if it has AVX2.
