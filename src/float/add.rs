@@ -20,40 +20,52 @@ use core::ops::{Add, Sub};
 /// Correctly rounded `a + b`.
 #[inline]
 pub(super) fn add(a: F32, b: F32) -> F32 {
+    match add_try(a, b) {
+        (r, true) => r,
+        _ => add_general(a, b),
+    }
+}
+
+/// The fast path of `a + b` without branches: `(sum, true)` when both
+/// operands are normal and the sum is a non-zero normal (it is then
+/// correctly rounded), else `(unspecified, false)`. Loops over slices call
+/// it for every element and redo the row with `+` if any was false, so
+/// that they vectorize.
+#[inline(always)]
+pub fn add_try(a: F32, b: F32) -> (F32, bool) {
     let (x, y) = (a.0, b.0);
     let (ax, ay) = (x & ABS_MASK, y & ABS_MASK);
-    if !(is_normal_mag(ax) & is_normal_mag(ay)) {
-        return add_general(a, b);
-    }
+    let normal = is_normal_mag(ax) & is_normal_mag(ay);
     // Order by magnitude: |big| >= |small|; the result has big's sign.
-    let (big, abig, asmall) = if ax >= ay { (x, ax, ay) } else { (y, ay, ax) };
+    let swap = ax < ay;
+    let big = if swap { y } else { x };
+    let (abig, asmall) = if swap { (ay, ax) } else { (ax, ay) };
     let eb = abig >> 23;
     let es = asmall >> 23;
     let mb = ((abig & SIG_MASK) | IMPLICIT) << 3; // [2^26, 2^27)
     let ms = ((asmall & SIG_MASK) | IMPLICIT) << 3;
     // Align: shift right, OR the dropped bits into bit 0 (sticky).
-    let d = (eb - es).min(31);
+    let d = eb.wrapping_sub(es).min(31);
     let shifted = ms >> d;
     let ms = shifted | ((shifted << d) != ms) as u32;
-    let (m, e) = if (x ^ y) & SIGN_MASK == 0 {
-        let m = mb + ms; // < 2^28
-        let carry = m >> 27;
-        ((m >> carry) | (m & carry), eb + carry)
-    } else {
-        let m = mb - ms;
-        if m == 0 {
-            return F32::ZERO; // exact cancellation is +0 in round-to-nearest
-        }
-        let lz = m.leading_zeros() - 5; // moves the top bit to 2^26
-        if lz >= eb {
-            return add_general(a, b); // subnormal result
-        }
-        (m << lz, eb - lz)
-    };
+    // Same signs: add, normalise a carry by one bit right.
+    let sum = mb + ms; // < 2^28
+    let carry = sum >> 27;
+    let (m_add, e_add) = ((sum >> carry) | (sum & carry), eb + carry);
+    // Opposite signs: subtract, normalise left (a shift of more than one
+    // bit only happens when the exponents differ by at most one, so no bit
+    // was dropped). Zero and subnormal results decline.
+    let diff = mb.wrapping_sub(ms);
+    let lz = (diff | 1).leading_zeros().wrapping_sub(5) & 31; // top bit to 2^26
+    let sub_ok = diff != 0 && lz < eb;
+    let (m_sub, e_sub) = (diff << lz, eb.wrapping_sub(lz));
+    let same = (x ^ y) & SIGN_MASK == 0;
+    let (m, e) = if same { (m_add, e_add) } else { (m_sub, e_sub) };
+    let ok = normal & (same | sub_ok);
     // m in [2^26, 2^27), e in 1..=255: round off the three extra bits.
     let m = (m + 3 + ((m >> 3) & 1)) >> 3;
-    let r = ((e - 1) << 23) + m;
-    F32(r.min(EXP_MASK) | (big & SIGN_MASK))
+    let r = (e.wrapping_sub(1) << 23).wrapping_add(m);
+    (F32(r.min(EXP_MASK) | (big & SIGN_MASK)), ok)
 }
 
 /// Every case: specials, zeros and subnormals; exact in a `u128`.

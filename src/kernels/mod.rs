@@ -1,10 +1,12 @@
-//! Compute kernels: matmul, rmsnorm, softmax, rope, swiglu, attention.
+//! Compute kernels: matmul, rmsnorm, softmax, rope, swiglu, attention,
+//! elementwise row updates.
 //!
 //! Each kernel validates every shape before writing anything, so an `Err`
 //! leaves its outputs untouched. The arithmetic of each is written down in
 //! `docs/ARITHMETIC.md` (operation order, roundings).
 
 pub mod attention;
+pub mod elementwise;
 pub mod matmul;
 pub mod rmsnorm;
 pub mod rope;
@@ -13,6 +15,7 @@ pub mod softmax;
 pub mod swiglu;
 
 pub use attention::attention;
+pub use elementwise::{add_assign, mul_assign};
 pub use matmul::{matmul, matmul_scratch_len};
 pub use rmsnorm::rmsnorm;
 pub use rope::{RopeAngles, RopeStyle, rope, rope_apply, rope_theta_scale};

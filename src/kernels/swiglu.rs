@@ -9,8 +9,9 @@ use crate::{F32, Result, math::silu};
 /// SwiGLU in place over `gate`.
 pub fn swiglu(gate: &mut [F32], up: &[F32]) -> Result<()> {
     check_len(gate.len(), up.len())?;
-    for (g, &u) in gate.iter_mut().zip(up) {
-        *g = silu(*g) * u;
+    for g in gate.iter_mut() {
+        *g = silu(*g);
     }
+    super::mul_assign(gate, up);
     Ok(())
 }

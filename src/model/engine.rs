@@ -848,9 +848,7 @@ fn add_bias(x: &mut [F32], b: &[F32]) {
 
 /// `x += y` elementwise (residual connection).
 fn add_into(x: &mut [F32], y: &[F32]) {
-    for (xi, &yi) in x.iter_mut().zip(y) {
-        *xi = *xi + yi;
-    }
+    kernels::add_assign(x, y);
 }
 
 /// Rows of `d` split evenly over the workers: the chunk length for

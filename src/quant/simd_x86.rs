@@ -466,6 +466,55 @@ fn rmsnorm_avx512(x: &[F32], w: &[F32], eps: F32, out: &mut [F32]) -> Result<()>
     crate::kernels::rmsnorm::rmsnorm_body(x, w, eps, out)
 }
 
+/// `[add_assign, mul_assign]` of `kernels::elementwise`.
+pub(crate) type ElementwiseFns = [fn(&mut [F32], &[F32]); 2];
+
+/// `kernels::elementwise`'s bodies compiled for the CPU (the same portable
+/// code, auto-vectorized), widest build first, if it has AVX2.
+pub(crate) fn elementwise_fns() -> Option<ElementwiseFns> {
+    elementwise_variants().into_iter().flatten().next()
+}
+
+/// Every build of the elementwise bodies this CPU can run, widest first.
+pub(crate) fn elementwise_variants() -> [Option<ElementwiseFns>; 2] {
+    let avx2 = std::is_x86_feature_detected!("avx2");
+    let wide = avx2 && has_avx512() && std::is_x86_feature_detected!("avx512cd");
+    [
+        wide.then_some([add_entry::<true>, mul_entry::<true>]),
+        avx2.then_some([add_entry::<false>, mul_entry::<false>]),
+    ]
+}
+
+// SAFETY (both entries): only handed out by `elementwise_variants`, which
+// checked AVX2 and, for `W`, AVX-512 F, VL, DQ, BW and CD.
+fn add_entry<const W: bool>(x: &mut [F32], y: &[F32]) {
+    unsafe { if W { add_avx512(x, y) } else { add_avx2(x, y) } }
+}
+
+fn mul_entry<const W: bool>(x: &mut [F32], y: &[F32]) {
+    unsafe { if W { mul_avx512(x, y) } else { mul_avx2(x, y) } }
+}
+
+#[target_feature(enable = "avx2")]
+fn add_avx2(x: &mut [F32], y: &[F32]) {
+    crate::kernels::elementwise::add_assign_body(x, y)
+}
+
+#[target_feature(enable = "avx2,avx512f,avx512vl,avx512dq,avx512bw,avx512cd")]
+fn add_avx512(x: &mut [F32], y: &[F32]) {
+    crate::kernels::elementwise::add_assign_body(x, y)
+}
+
+#[target_feature(enable = "avx2")]
+fn mul_avx2(x: &mut [F32], y: &[F32]) {
+    crate::kernels::elementwise::mul_assign_body(x, y)
+}
+
+#[target_feature(enable = "avx2,avx512f,avx512vl,avx512dq,avx512bw,avx512cd")]
+fn mul_avx512(x: &mut [F32], y: &[F32]) {
+    crate::kernels::elementwise::mul_assign_body(x, y)
+}
+
 /// The Q8 row quantizer compiled for the CPU (the same portable code,
 /// auto-vectorized), widest build first, if it has AVX2.
 pub(crate) fn quantize_fns() -> Option<super::act::QuantRowFn> {
