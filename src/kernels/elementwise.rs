@@ -14,7 +14,7 @@ use crate::float::{add_try, mul_try};
 /// `x[i] = x[i] + y[i]` over the common length.
 pub fn add_assign(x: &mut [F32], y: &[F32]) {
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    if let Some([add, _]) = crate::quant::simd_x86::elementwise_fns() {
+    if let Some(add) = crate::quant::simd_x86::add_fn() {
         return add(x, y);
     }
     add_assign_body(x, y)
@@ -23,7 +23,7 @@ pub fn add_assign(x: &mut [F32], y: &[F32]) {
 /// `x[i] = x[i] * y[i]` over the common length.
 pub fn mul_assign(x: &mut [F32], y: &[F32]) {
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    if let Some([_, mul]) = crate::quant::simd_x86::elementwise_fns() {
+    if let Some(mul) = crate::quant::simd_x86::mul_fn() {
         return mul(x, y);
     }
     mul_assign_body(x, y)
@@ -89,7 +89,11 @@ mod tests {
     fn builds_equal_elementwise() {
         type Fns = [fn(&mut [F32], &[F32]); 2];
         #[cfg(all(feature = "std", target_arch = "x86_64"))]
-        let simd: [Option<Fns>; 2] = crate::quant::simd_x86::elementwise_variants();
+        let simd: [Option<Fns>; 2] = {
+            use crate::quant::simd_x86::{add_variants, mul_variants};
+            let (a, m) = (add_variants(), mul_variants());
+            [0, 1].map(|i| a[i].zip(m[i]).map(|(a, m)| [a, m]))
+        };
         #[cfg(not(all(feature = "std", target_arch = "x86_64")))]
         let simd: [Option<Fns>; 0] = [];
         let mut state = 0x2545_F491_4F6C_DD1Du64;

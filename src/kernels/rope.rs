@@ -12,6 +12,7 @@
 //! for [`RopeStyle::Neox`].
 
 use super::check_len;
+use crate::float::{add_try, mul_try};
 use crate::{Error, F32, Result};
 
 /// Which elements form a rotated pair.
@@ -112,8 +113,30 @@ impl RopeAngles {
 /// Rotates every head of `x` (n_heads, head_dim) by angles given as their
 /// `sin` and `cos` (`n_rot / 2` each, as [`RopeAngles::sin`] and
 /// [`RopeAngles::cos`] return): the same rotation as [`RopeAngles::apply`],
-/// for callers that keep the angles of many positions in a buffer.
+/// for callers that keep the angles of many positions in a buffer. Runs
+/// [`rope_apply_body`] compiled for the CPU's SIMD where there is such a
+/// build (`quant::simd_x86`; the same code, the same bits).
 pub fn rope_apply(
+    sin: &[F32],
+    cos: &[F32],
+    x: &mut [F32],
+    n_heads: usize,
+    head_dim: usize,
+    style: RopeStyle,
+) -> Result<()> {
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    if let Some(f) = crate::quant::simd_x86::rope_fn() {
+        return f(sin, cos, x, n_heads, head_dim, style);
+    }
+    rope_apply_body(sin, cos, x, n_heads, head_dim, style)
+}
+
+/// The portable body of [`rope_apply`]: per head, every pair through the
+/// branch-free [`mul_try`] / [`add_try`] fast paths (so the loop
+/// vectorizes), the head redone with the soft operators if any element
+/// needed their general path.
+#[inline(always)]
+pub(crate) fn rope_apply_body(
     sin: &[F32],
     cos: &[F32],
     x: &mut [F32],
@@ -127,40 +150,137 @@ pub fn rope_apply(
     )?;
     check_len(sin.len(), cos.len())?;
     let half = sin.len();
-    if 2 * half > head_dim {
+    if 2 * half > head_dim || half > MAX_ROPE_PAIRS {
         return Err(Error::InvalidConfig);
     }
-    for (i, (&s, &c)) in sin.iter().zip(cos).enumerate() {
-        rotate_pair(x, head_dim, i, half, s, c, style);
+    let (sin, cos) = (&sin[..half], &cos[..half]);
+    for head in x.chunks_exact_mut(head_dim) {
+        // The pairs as two arrays (x0 of every pair, x1 of every pair).
+        let mut x0 = [F32::ZERO; MAX_ROPE_PAIRS];
+        let mut x1 = [F32::ZERO; MAX_ROPE_PAIRS];
+        match style {
+            RopeStyle::Norm => {
+                for ((a, b), p) in x0
+                    .iter_mut()
+                    .zip(x1.iter_mut())
+                    .zip(head.chunks_exact(2))
+                    .take(half)
+                {
+                    (*a, *b) = (p[0], p[1]);
+                }
+            }
+            RopeStyle::Neox => {
+                x0[..half].copy_from_slice(&head[..half]);
+                x1[..half].copy_from_slice(&head[half..2 * half]);
+            }
+        }
+        let (x0, x1) = (&x0[..half], &x1[..half]);
+        let mut y0 = [F32::ZERO; MAX_ROPE_PAIRS];
+        let mut y1 = [F32::ZERO; MAX_ROPE_PAIRS];
+        let mut ok = true;
+        for i in 0..half {
+            let (a, k1) = mul_try(x0[i], cos[i]);
+            let (b, k2) = mul_try(x1[i], sin[i]);
+            let (c, k3) = mul_try(x0[i], sin[i]);
+            let (d, k4) = mul_try(x1[i], cos[i]);
+            let (r0, k5) = add_try(a, -b);
+            let (r1, k6) = add_try(c, d);
+            (y0[i], y1[i]) = (r0, r1);
+            ok &= k1 & k2 & k3 & k4 & k5 & k6;
+        }
+        if !ok {
+            for i in 0..half {
+                y0[i] = x0[i] * cos[i] - x1[i] * sin[i];
+                y1[i] = x0[i] * sin[i] + x1[i] * cos[i];
+            }
+        }
+        match style {
+            RopeStyle::Norm => {
+                for ((&a, &b), p) in y0.iter().zip(&y1).zip(head.chunks_exact_mut(2)).take(half) {
+                    (p[0], p[1]) = (a, b);
+                }
+            }
+            RopeStyle::Neox => {
+                head[..half].copy_from_slice(&y0[..half]);
+                head[half..2 * half].copy_from_slice(&y1[..half]);
+            }
+        }
     }
     Ok(())
-}
-
-/// Rotates pair `i` of every head by `(sin, cos)`.
-#[inline(always)]
-fn rotate_pair(
-    x: &mut [F32],
-    head_dim: usize,
-    i: usize,
-    half: usize,
-    sin: F32,
-    cos: F32,
-    style: RopeStyle,
-) {
-    let (a, b) = match style {
-        RopeStyle::Norm => (2 * i, 2 * i + 1),
-        RopeStyle::Neox => (i, i + half),
-    };
-    for head in x.chunks_exact_mut(head_dim) {
-        let (x0, x1) = (head[a], head[b]);
-        head[a] = x0 * cos - x1 * sin;
-        head[b] = x0 * sin + x1 * cos;
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`rope_apply_body`] and every SIMD build of it equal the pair-by-pair
+    /// soft-float rotation, both styles, `n_rot` up to `head_dim`, values of
+    /// every kind (moderate, any bits, zeros, subnormals, ∞, NaN).
+    #[test]
+    fn builds_equal_pairwise_rotation() {
+        type RopeFn = fn(&[F32], &[F32], &mut [F32], usize, usize, RopeStyle) -> Result<()>;
+        #[cfg(all(feature = "std", target_arch = "x86_64"))]
+        let simd: [Option<RopeFn>; 2] = crate::quant::simd_x86::rope_variants();
+        #[cfg(not(all(feature = "std", target_arch = "x86_64")))]
+        let simd: [Option<RopeFn>; 0] = [];
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move || {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (state >> 32) as u32
+        };
+        const HD: usize = 64;
+        const NH: usize = 3;
+        for round in 0..400 {
+            let style = if round % 2 == 0 {
+                RopeStyle::Norm
+            } else {
+                RopeStyle::Neox
+            };
+            let half = 1 + (round / 2) % (HD / 2);
+            let kind = (round / 7) % 3;
+            let val = |next: &mut dyn FnMut() -> u32| {
+                let r = next();
+                F32::from_bits(match (kind, r % 50) {
+                    (0, _) => r,
+                    (1, 0) => 0,
+                    (1, 1) => r & 0x807F_FFFF,
+                    (1, 2) => 0x7F80_0000 | (r & 0x8000_0000),
+                    (1, 3) => 0x7FC0_0000,
+                    _ => (r & 0x8000_0000) | (0x3800_0000 + r % 0x1000_0000),
+                })
+            };
+            let x: [F32; NH * HD] = core::array::from_fn(|_| val(&mut next));
+            let sin: [F32; HD / 2] = core::array::from_fn(|_| val(&mut next));
+            let cos: [F32; HD / 2] = core::array::from_fn(|_| val(&mut next));
+            let (sin, cos) = (&sin[..half], &cos[..half]);
+            let mut want = x;
+            for head in want.chunks_exact_mut(HD) {
+                for i in 0..half {
+                    let (a, b) = match style {
+                        RopeStyle::Norm => (2 * i, 2 * i + 1),
+                        RopeStyle::Neox => (i, i + half),
+                    };
+                    let (x0, x1) = (head[a], head[b]);
+                    head[a] = x0 * cos[i] - x1 * sin[i];
+                    head[b] = x0 * sin[i] + x1 * cos[i];
+                }
+            }
+            let mut builds: [Option<RopeFn>; 3] = [Some(rope_apply_body), None, None];
+            for (slot, f) in builds[1..].iter_mut().zip(simd) {
+                *slot = f;
+            }
+            for f in builds.into_iter().flatten() {
+                let mut got = x;
+                f(sin, cos, &mut got, NH, HD, style).unwrap();
+                assert!(
+                    got.map(F32::to_bits) == want.map(F32::to_bits),
+                    "round {round}"
+                );
+            }
+        }
+    }
 
     /// Angles computed once and applied give `rope`'s bits, both styles.
     #[test]

@@ -344,8 +344,7 @@ pub(crate) fn attention_fns() -> Option<crate::kernels::attention::RowFns> {
 /// all with the portable functions).
 pub(crate) fn attention_variants() -> [Option<crate::kernels::attention::RowFns>; 2] {
     use crate::kernels::attention::RowFns;
-    let avx2 = std::is_x86_feature_detected!("avx2");
-    let avx512 = avx2 && has_avx512();
+    let (avx2, avx512) = isa();
     let fns = |wide: bool| RowFns {
         split: if wide {
             split_entry::<true>
@@ -426,155 +425,108 @@ row_kernels!(
     axpy_avx512
 );
 
-/// Signature of `kernels::rmsnorm`.
-pub(crate) type RmsnormFn = fn(&[F32], &[F32], F32, &mut [F32]) -> Result<()>;
-
-/// `kernels::rmsnorm`'s body compiled for the CPU (the same portable code,
-/// auto-vectorized), widest build first, if it has AVX2.
-pub(crate) fn rmsnorm_fn() -> Option<RmsnormFn> {
-    rmsnorm_variants().into_iter().flatten().next()
-}
-
-/// Every build of the rmsnorm body this CPU can run, widest first.
-pub(crate) fn rmsnorm_variants() -> [Option<RmsnormFn>; 2] {
+/// Whether the CPU has AVX2, and AVX-512 F, VL, DQ, BW and CD as well.
+fn isa() -> (bool, bool) {
     let avx2 = std::is_x86_feature_detected!("avx2");
-    [
-        (avx2 && has_avx512()).then_some(rmsnorm_entry::<true> as RmsnormFn),
-        avx2.then_some(rmsnorm_entry::<false> as RmsnormFn),
-    ]
-}
-
-// SAFETY: only handed out by `rmsnorm_variants`, which checked AVX2 and,
-// for `W`, AVX-512 F, VL, DQ and BW.
-fn rmsnorm_entry<const W: bool>(x: &[F32], w: &[F32], eps: F32, out: &mut [F32]) -> Result<()> {
-    unsafe {
-        if W {
-            rmsnorm_avx512(x, w, eps, out)
-        } else {
-            rmsnorm_avx2(x, w, eps, out)
-        }
-    }
-}
-
-#[target_feature(enable = "avx2")]
-fn rmsnorm_avx2(x: &[F32], w: &[F32], eps: F32, out: &mut [F32]) -> Result<()> {
-    crate::kernels::rmsnorm::rmsnorm_body(x, w, eps, out)
-}
-
-#[target_feature(enable = "avx2,avx512f,avx512vl,avx512dq,avx512bw")]
-fn rmsnorm_avx512(x: &[F32], w: &[F32], eps: F32, out: &mut [F32]) -> Result<()> {
-    crate::kernels::rmsnorm::rmsnorm_body(x, w, eps, out)
-}
-
-/// `[add_assign, mul_assign]` of `kernels::elementwise`.
-pub(crate) type ElementwiseFns = [fn(&mut [F32], &[F32]); 2];
-
-/// `kernels::elementwise`'s bodies compiled for the CPU (the same portable
-/// code, auto-vectorized), widest build first, if it has AVX2.
-pub(crate) fn elementwise_fns() -> Option<ElementwiseFns> {
-    elementwise_variants().into_iter().flatten().next()
-}
-
-/// Every build of the elementwise bodies this CPU can run, widest first.
-pub(crate) fn elementwise_variants() -> [Option<ElementwiseFns>; 2] {
-    let avx2 = std::is_x86_feature_detected!("avx2");
-    let wide = avx2 && has_avx512() && std::is_x86_feature_detected!("avx512cd");
-    [
-        wide.then_some([add_entry::<true>, mul_entry::<true>]),
-        avx2.then_some([add_entry::<false>, mul_entry::<false>]),
-    ]
-}
-
-// SAFETY (both entries): only handed out by `elementwise_variants`, which
-// checked AVX2 and, for `W`, AVX-512 F, VL, DQ, BW and CD.
-fn add_entry<const W: bool>(x: &mut [F32], y: &[F32]) {
-    unsafe { if W { add_avx512(x, y) } else { add_avx2(x, y) } }
-}
-
-fn mul_entry<const W: bool>(x: &mut [F32], y: &[F32]) {
-    unsafe { if W { mul_avx512(x, y) } else { mul_avx2(x, y) } }
-}
-
-#[target_feature(enable = "avx2")]
-fn add_avx2(x: &mut [F32], y: &[F32]) {
-    crate::kernels::elementwise::add_assign_body(x, y)
-}
-
-#[target_feature(enable = "avx2,avx512f,avx512vl,avx512dq,avx512bw,avx512cd")]
-fn add_avx512(x: &mut [F32], y: &[F32]) {
-    crate::kernels::elementwise::add_assign_body(x, y)
-}
-
-#[target_feature(enable = "avx2")]
-fn mul_avx2(x: &mut [F32], y: &[F32]) {
-    crate::kernels::elementwise::mul_assign_body(x, y)
-}
-
-#[target_feature(enable = "avx2,avx512f,avx512vl,avx512dq,avx512bw,avx512cd")]
-fn mul_avx512(x: &mut [F32], y: &[F32]) {
-    crate::kernels::elementwise::mul_assign_body(x, y)
-}
-
-/// The Q8 row quantizer compiled for the CPU (the same portable code,
-/// auto-vectorized), widest build first, if it has AVX2.
-pub(crate) fn quantize_fns() -> Option<super::act::QuantRowFn> {
-    quantize_variants().into_iter().flatten().next()
-}
-
-/// Every build of the Q8 row quantizer this CPU can run, widest first.
-pub(crate) fn quantize_variants() -> [Option<super::act::QuantRowFn>; 2] {
-    let avx2 = std::is_x86_feature_detected!("avx2");
-    let avx512 = avx2 && has_avx512();
-    [
-        avx512.then_some(quantize_entry::<true> as super::act::QuantRowFn),
-        avx2.then_some(quantize_entry::<false> as super::act::QuantRowFn),
-    ]
-}
-
-// SAFETY: only handed out by `quantize_variants`, which checked AVX2 and,
-// for `W`, AVX-512 F, VL, DQ and BW.
-fn quantize_entry<const W: bool>(
-    x: &[crate::F32],
-    qs: &mut [i8],
-    sc: &mut [ActScale],
-    ch: &mut [ChunkScale],
-) -> u8 {
-    unsafe {
-        if W {
-            quantize_avx512(x, qs, sc, ch)
-        } else {
-            quantize_avx2(x, qs, sc, ch)
-        }
-    }
-}
-
-#[target_feature(enable = "avx2")]
-fn quantize_avx2(
-    x: &[crate::F32],
-    qs: &mut [i8],
-    sc: &mut [ActScale],
-    ch: &mut [ChunkScale],
-) -> u8 {
-    super::act::quantize_row_q8(x, qs, sc, ch)
-}
-
-#[target_feature(enable = "avx2,avx512f,avx512vl,avx512dq,avx512bw")]
-fn quantize_avx512(
-    x: &[crate::F32],
-    qs: &mut [i8],
-    sc: &mut [ActScale],
-    ch: &mut [ChunkScale],
-) -> u8 {
-    super::act::quantize_row_q8(x, qs, sc, ch)
-}
-
-/// AVX-512 F, VL, DQ and BW (with AVX2 checked by the caller).
-fn has_avx512() -> bool {
-    std::is_x86_feature_detected!("avx512f")
+    let avx512 = avx2
+        && std::is_x86_feature_detected!("avx512f")
         && std::is_x86_feature_detected!("avx512vl")
         && std::is_x86_feature_detected!("avx512dq")
         && std::is_x86_feature_detected!("avx512bw")
+        && std::is_x86_feature_detected!("avx512cd");
+    (avx2, avx512)
 }
+
+/// Stamps `$variants() -> [Option<fn>; 2]`: the portable body `$body`
+/// compiled for AVX-512 and for AVX2 (the same code, auto-vectorized; the
+/// same integers), each `Some` only if the CPU runs it, widest first, and
+/// `$best()`, the first of them.
+macro_rules! builds {
+    ($(#[$doc:meta])* $variants:ident, $best:ident, $body:path,
+     fn($($arg:ident: $argty:ty),*) $(-> $ret:ty)?) => {
+        $(#[$doc])*
+        pub(crate) fn $variants() -> [Option<fn($($argty),*) $(-> $ret)?>; 2] {
+            #[target_feature(enable = "avx2")]
+            fn narrow($($arg: $argty),*) $(-> $ret)? {
+                $body($($arg),*)
+            }
+            #[target_feature(enable = "avx2,avx512f,avx512vl,avx512dq,avx512bw,avx512cd")]
+            fn wide($($arg: $argty),*) $(-> $ret)? {
+                $body($($arg),*)
+            }
+            fn entry<const W: bool>($($arg: $argty),*) $(-> $ret)? {
+                // SAFETY: handed out below only where `isa` found the
+                // features `wide` (W) or `narrow` is compiled for.
+                unsafe {
+                    if W {
+                        wide($($arg),*)
+                    } else {
+                        narrow($($arg),*)
+                    }
+                }
+            }
+            let (avx2, avx512) = isa();
+            [
+                avx512.then_some(entry::<true> as fn($($argty),*) $(-> $ret)?),
+                avx2.then_some(entry::<false> as fn($($argty),*) $(-> $ret)?),
+            ]
+        }
+
+        /// The widest build of [`
+        #[doc = stringify!($variants)]
+        /// `] the CPU runs, if any.
+        pub(crate) fn $best() -> Option<fn($($argty),*) $(-> $ret)?> {
+            $variants().into_iter().flatten().next()
+        }
+    };
+}
+
+builds!(
+    /// Builds of `kernels::rmsnorm`'s body.
+    rmsnorm_variants,
+    rmsnorm_fn,
+    crate::kernels::rmsnorm::rmsnorm_body,
+    fn(x: &[F32], w: &[F32], eps: F32, out: &mut [F32]) -> Result<()>
+);
+
+builds!(
+    /// Builds of `kernels::elementwise::add_assign`'s body.
+    add_variants,
+    add_fn,
+    crate::kernels::elementwise::add_assign_body,
+    fn(x: &mut [F32], y: &[F32])
+);
+
+builds!(
+    /// Builds of `kernels::elementwise::mul_assign`'s body.
+    mul_variants,
+    mul_fn,
+    crate::kernels::elementwise::mul_assign_body,
+    fn(x: &mut [F32], y: &[F32])
+);
+
+builds!(
+    /// Builds of the Q8 row quantizer (`quant::act`).
+    quantize_variants,
+    quantize_fns,
+    super::act::quantize_row_q8,
+    fn(x: &[F32], qs: &mut [i8], sc: &mut [ActScale], ch: &mut [ChunkScale]) -> u8
+);
+
+builds!(
+    /// Builds of `kernels::rope_apply`'s body.
+    rope_variants,
+    rope_fn,
+    crate::kernels::rope::rope_apply_body,
+    fn(
+        sin: &[F32],
+        cos: &[F32],
+        x: &mut [F32],
+        n_heads: usize,
+        head_dim: usize,
+        style: crate::kernels::RopeStyle
+    ) -> Result<()>
+);
 
 /// 32 bytes at the start of `s` (`None` if shorter).
 #[inline(always)]
