@@ -97,6 +97,8 @@ mod pool;
 pub mod quant;
 pub mod sample;
 pub mod selftest;
+#[cfg(test)]
+mod testutil;
 pub mod tokenizer;
 
 pub use arena::Arena;

@@ -89,13 +89,7 @@ mod tests {
     /// and overflow boundaries.
     #[test]
     fn fast_path_is_exact_where_it_answers() {
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = move || {
-            state = state
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            (state >> 32) as u32
-        };
+        let mut next = crate::testutil::lcg(0x9E37_79B9_7F4A_7C15u64);
         let (mut answered, mut declined) = (0u32, 0u32);
         for i in 0..2_000_000u32 {
             let a = next();

@@ -403,13 +403,7 @@ mod tests {
         let builds = crate::quant::simd_x86::attention_variants();
         #[cfg(not(all(feature = "std", target_arch = "x86_64")))]
         let builds: [Option<RowFns>; 0] = [];
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = move || {
-            state = state
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            (state >> 33) as u32
-        };
+        let mut next = crate::testutil::lcg(0x9E37_79B9_7F4A_7C15u64);
         for fns in builds.into_iter().flatten() {
             for hd in [1usize, 7, 16, 64, 100, MAX_HEAD_DIM] {
                 let row = |next: &mut dyn FnMut() -> u32| -> [u16; MAX_HEAD_DIM] {

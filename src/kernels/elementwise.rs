@@ -32,36 +32,32 @@ pub fn mul_assign(x: &mut [F32], y: &[F32]) {
 /// The portable body of [`add_assign`].
 #[inline(always)]
 pub(crate) fn add_assign_body(x: &mut [F32], y: &[F32]) {
-    let n = x.len().min(y.len());
-    let (x, y) = (&mut x[..n], &y[..n]);
-    let mut out = [F32::ZERO; BLOCK];
-    for (xb, yb) in x.chunks_mut(BLOCK).zip(y.chunks(BLOCK)) {
-        let mut ok = true;
-        for ((o, &a), &b) in out.iter_mut().zip(xb.iter()).zip(yb) {
-            let (r, k) = add_try(a, b);
-            *o = r;
-            ok &= k;
-        }
-        if ok {
-            xb.copy_from_slice(&out[..xb.len()]);
-        } else {
-            for (a, &b) in xb.iter_mut().zip(yb) {
-                *a = *a + b;
-            }
-        }
-    }
+    apply(x, y, add_try, |a, b| a + b);
 }
 
 /// The portable body of [`mul_assign`].
 #[inline(always)]
 pub(crate) fn mul_assign_body(x: &mut [F32], y: &[F32]) {
+    apply(x, y, mul_try, |a, b| a * b);
+}
+
+/// `x[i] = op(x[i], y[i])`, by blocks: `fast` on every element of a block
+/// (branch-free, so the loop vectorizes), the block committed if every
+/// element's flag is set, else redone with `op`.
+#[inline(always)]
+fn apply(
+    x: &mut [F32],
+    y: &[F32],
+    fast: impl Fn(F32, F32) -> (F32, bool),
+    op: impl Fn(F32, F32) -> F32,
+) {
     let n = x.len().min(y.len());
     let (x, y) = (&mut x[..n], &y[..n]);
     let mut out = [F32::ZERO; BLOCK];
     for (xb, yb) in x.chunks_mut(BLOCK).zip(y.chunks(BLOCK)) {
         let mut ok = true;
         for ((o, &a), &b) in out.iter_mut().zip(xb.iter()).zip(yb) {
-            let (r, k) = mul_try(a, b);
+            let (r, k) = fast(a, b);
             *o = r;
             ok &= k;
         }
@@ -69,7 +65,7 @@ pub(crate) fn mul_assign_body(x: &mut [F32], y: &[F32]) {
             xb.copy_from_slice(&out[..xb.len()]);
         } else {
             for (a, &b) in xb.iter_mut().zip(yb) {
-                *a = *a * b;
+                *a = op(*a, b);
             }
         }
     }
@@ -96,13 +92,7 @@ mod tests {
         };
         #[cfg(not(all(feature = "std", target_arch = "x86_64")))]
         let simd: [Option<Fns>; 0] = [];
-        let mut state = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = move || {
-            state = state
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            (state >> 32) as u32
-        };
+        let mut next = crate::testutil::lcg(0x2545_F491_4F6C_DD1Du64);
         const N: usize = 300;
         for round in 0..600 {
             let n = round % (N + 1);
@@ -120,7 +110,7 @@ mod tests {
             });
             let y: [F32; N] = core::array::from_fn(|i| {
                 let r = next();
-                if kind == 3 && r % 7 == 0 {
+                if kind == 3 && r.is_multiple_of(7) {
                     -x[i] // exact cancellation
                 } else {
                     F32::from_bits((r & 0x8000_0000) | (0x3000_0000 + r % 0x1800_0000))

@@ -87,13 +87,7 @@ mod tests {
         let simd = crate::quant::simd_x86::rmsnorm_variants();
         #[cfg(not(all(feature = "std", target_arch = "x86_64")))]
         let simd: [Option<fn(&[F32], &[F32], F32, &mut [F32]) -> Result<()>>; 0] = [];
-        let mut state = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = move || {
-            state = state
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            (state >> 32) as u32
-        };
+        let mut next = crate::testutil::lcg(0x2545_F491_4F6C_DD1Du64);
         const N: usize = 200;
         for round in 0..300 {
             let n = 1 + round % N;

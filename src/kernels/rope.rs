@@ -223,13 +223,7 @@ mod tests {
         let simd: [Option<RopeFn>; 2] = crate::quant::simd_x86::rope_variants();
         #[cfg(not(all(feature = "std", target_arch = "x86_64")))]
         let simd: [Option<RopeFn>; 0] = [];
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = move || {
-            state = state
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            (state >> 32) as u32
-        };
+        let mut next = crate::testutil::lcg(0x9E37_79B9_7F4A_7C15u64);
         const HD: usize = 64;
         const NH: usize = 3;
         for round in 0..400 {

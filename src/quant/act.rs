@@ -633,13 +633,7 @@ mod tests {
         let builds = crate::quant::simd_x86::quantize_variants();
         #[cfg(not(all(feature = "std", target_arch = "x86_64")))]
         let builds: [Option<QuantRowFn>; 0] = [];
-        let mut state = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = move || {
-            state = state
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            (state >> 32) as u32
-        };
+        let mut next = crate::testutil::lcg(0x2545_F491_4F6C_DD1Du64);
         const N: usize = 64 * QK;
         for round in 0..200 {
             let mut x = [F32::ZERO; N];
