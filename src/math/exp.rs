@@ -47,13 +47,7 @@ fn exp_fast(neg: bool, bits: u32) -> Option<F32> {
     let n = (63 - ex) as u32; // 80..=111
     let int = (p >> n) as i32; // < 2^8
     let frac = (p >> (n - 64)) as u64; // Q0.64, truncated
-    let (k, f) = if !neg {
-        (int, frac)
-    } else if frac == 0 {
-        (-int, 0)
-    } else {
-        (-int - 1, frac.wrapping_neg())
-    };
+    let (k, f) = floor_split!(neg, int, frac);
     if k < -126 {
         return None; // subnormal or near it
     }
@@ -111,13 +105,7 @@ fn exp_full(neg: bool, bits: u32) -> F32 {
     } else {
         ((p >> n) as i32, p << (128 - n))
     };
-    let (k, f) = if !neg {
-        (int, frac)
-    } else if frac == 0 {
-        (-int, 0)
-    } else {
-        (-int - 1, frac.wrapping_neg())
-    };
+    let (k, f) = floor_split!(neg, int, frac);
     pow2_parts(k, f, EXP_F_ERR)
 }
 

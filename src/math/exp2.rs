@@ -110,13 +110,7 @@ impl F32 {
         let sh = (-ex) as u32;
         let int = (mx as u64 >> sh) as i32;
         let frac = (mx as u128 & ((1u128 << sh) - 1)) << (128 - sh);
-        let (k, f) = if !neg {
-            (int, frac)
-        } else if frac == 0 {
-            (-int, 0)
-        } else {
-            (-int - 1, frac.wrapping_neg())
-        };
+        let (k, f) = floor_split!(neg, int, frac);
         if f == 0 {
             return round_pack(false, 1, k);
         }

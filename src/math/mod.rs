@@ -30,6 +30,23 @@
 //! `gen_tables.py` (mpmath). Results of the exhaustive check against
 //! CORE-MATH are recorded in `docs/sections/math.md`.
 
+/// `(k, f)` with `k + f = ±(int + frac)` (`neg` picks the sign), `k` an
+/// integer and the fraction `f` in `[0, 1)`: the floor split of a signed
+/// fixed-point value whose magnitude is `int` plus the unsigned fraction
+/// `frac` (any unsigned width).
+macro_rules! floor_split {
+    ($neg:expr, $int:expr, $frac:expr) => {{
+        let (neg, int, frac) = ($neg, $int, $frac);
+        if !neg {
+            (int, frac)
+        } else if frac == 0 {
+            (-int, 0)
+        } else {
+            (-int - 1, frac.wrapping_neg())
+        }
+    }};
+}
+
 mod exp;
 mod exp2;
 mod ln;
