@@ -46,16 +46,14 @@ ensure_qemu() {
     codename=$(. /etc/os-release && echo "$VERSION_CODENAME")
     d=$(mktemp -d)
     mkdir -p "$d/lists/partial" "$d/archives/partial"
-    # The machine's own Debian mirrors (read from its apt sources). grep exits
-    # 2 when one of the paths is missing (some images have no sources.list,
-    # only sources.list.d/*.sources) even if it matched elsewhere, so under
-    # pipefail these lookups must not fail the script; an empty result is
-    # handled below.
-    local main_uri sec_uri
-    main_uri=$(grep -rhE '^(URIs:|deb )' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null |
-        grep -oE 'https?://[^ ]+/debian/?$|https?://[^ ]+/debian ' | head -1 | tr -d ' ') || true
-    sec_uri=$(grep -rhE '^(URIs:|deb )' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null |
-        grep -oE 'https?://[^ ]+/debian-security/?' | head -1) || true
+    # The machine's own Debian mirrors, from its apt sources (read once). grep
+    # exits 2 for a missing path even when another matched (some images have
+    # no sources.list, only sources.list.d/*.sources), so that is not fatal;
+    # an empty result is handled below.
+    local lines main_uri sec_uri
+    lines=$(grep -rhE '^(URIs:|deb )' /etc/apt/sources.list /etc/apt/sources.list.d/ 2>/dev/null) || true
+    main_uri=$(grep -oE 'https?://[^ ]+/debian/?$|https?://[^ ]+/debian ' <<<"$lines" | head -1 | tr -d ' ') || true
+    sec_uri=$(grep -oE 'https?://[^ ]+/debian-security/?' <<<"$lines" | head -1) || true
     if [ -z "$main_uri" ]; then
         echo "cannot find the machine's Debian mirror in its apt sources" >&2
         return 1
