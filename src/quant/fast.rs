@@ -292,47 +292,92 @@ pub(crate) struct ActTile<'x> {
     pub ch: [ChunkScale; ACT_TILE],
 }
 
-/// A fused chunk kernel over an [`ActTile`]: per input row, what
-/// [`FusedFn`] returns for it.
-pub(crate) type FusedMultiFn =
-    fn(group: &[u8], rb: usize, b0: usize, nb: usize, t: &ActTile<'_>) -> [Fused; ACT_TILE];
+/// A pair of fused chunk kernels: one input row, and up to [`ACT_TILE`]
+/// rows per pass over a weight chunk. Each decodes the weight scales on the
+/// fly against guessed bases and reports per input row whether every shift
+/// stayed in range. `group` holds the four weight rows back to back (`rb`
+/// bytes each). The drivers below are generic over it so that a SIMD build
+/// of them inlines the kernels and the cell rounding into one loop.
+pub(crate) trait FusedKernels: Copy {
+    /// The chunk sums for one input row.
+    #[allow(clippy::too_many_arguments)]
+    fn single(
+        self,
+        group: &[u8],
+        rb: usize,
+        b0: usize,
+        nb: usize,
+        qs: &[i8],
+        sc: &[ActScale],
+        ch: &ChunkScale,
+    ) -> Fused;
+    /// The chunk sums for each of the tile's input rows.
+    fn multi(
+        self,
+        group: &[u8],
+        rb: usize,
+        b0: usize,
+        nb: usize,
+        t: &ActTile<'_>,
+    ) -> [Fused; ACT_TILE];
+}
 
-/// A single-pass chunk kernel: decodes the weight scales on the fly against
-/// guessed bases and reports whether every shift stayed in range.
-/// `group` holds the four rows back to back (`rb` bytes each).
-pub(crate) type FusedFn = fn(
-    group: &[u8],
-    rb: usize,
-    b0: usize,
-    nb: usize,
-    qs: &[i8],
-    sc: &[ActScale],
-    ch: &ChunkScale,
-) -> Fused;
+/// No fused kernels (the portable build).
+#[derive(Clone, Copy)]
+pub(crate) enum NoFused {}
+
+impl FusedKernels for NoFused {
+    fn single(
+        self,
+        _: &[u8],
+        _: usize,
+        _: usize,
+        _: usize,
+        _: &[i8],
+        _: &[ActScale],
+        _: &ChunkScale,
+    ) -> Fused {
+        match self {}
+    }
+    fn multi(self, _: &[u8], _: usize, _: usize, _: usize, _: &ActTile<'_>) -> [Fused; ACT_TILE] {
+        match self {}
+    }
+}
+
+/// Every whole group of weight rows `r0..` against the input rows of `x`,
+/// into `out` (rows, M); returns the rows done. A build of [`blocked_rows`]
+/// (or, for one input row, [`groups_one`]) with fused kernels built in.
+pub(crate) type RowsFn = fn(w: &QMatrix<'_>, r0: usize, x: &QActs<'_>, out: &mut [F32]) -> usize;
 
 /// How a group is computed.
 #[derive(Clone, Copy)]
-#[cfg_attr(not(all(feature = "std", target_arch = "x86_64")), allow(dead_code))]
-enum Kernel {
+pub(crate) enum Kernel<K> {
     Split(DecodeFn, ChunkFn),
-    Fused(FusedFn, FusedMultiFn),
+    #[cfg_attr(not(all(feature = "std", target_arch = "x86_64")), allow(dead_code))]
+    Fused(K),
 }
 
-/// The kernel for `ty` on `path`, if the blocked kernel handles `ty`.
-fn chunk_fn(ty: GgmlType, path: Path) -> Option<Kernel> {
+/// The SIMD drivers for `ty` on `path`, if there are any.
+fn simd_rows(ty: GgmlType, path: Path) -> Option<RowsFn> {
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
     {
-        use super::simd_x86::{Isa, fused_fns};
+        use super::simd_x86::{Isa, fused_rows};
         let isa = match path {
             Path::Auto => Some(Isa::Best),
             Path::Avx2 => Some(Isa::Avx2),
             Path::Reference | Path::Portable => None,
         };
-        if let Some((f, multi)) = isa.and_then(|isa| fused_fns(ty, isa)) {
-            return Some(Kernel::Fused(f, multi));
-        }
+        isa.and_then(|isa| fused_rows(ty, isa))
     }
-    let _ = path;
+    #[cfg(not(all(feature = "std", target_arch = "x86_64")))]
+    {
+        let _ = (ty, path);
+        None
+    }
+}
+
+/// The portable split kernels for `ty`, if the blocked kernel handles it.
+fn split_kernel(ty: GgmlType) -> Option<Kernel<NoFused>> {
     match ty {
         GgmlType::Q4_1 => Some(Kernel::Split(WChunk::decode, chunk_q4_1)),
         GgmlType::Q8_0 => Some(Kernel::Split(WChunk::decode, chunk_q8_0)),
@@ -348,48 +393,15 @@ pub fn rows_kernel(w: &QMatrix<'_>, r0: usize, x: &QActs<'_>, out: &mut [F32]) {
 /// [`rows_kernel`] on a chosen [`Path`] (tests and benches compare them).
 pub fn rows_kernel_with(w: &QMatrix<'_>, r0: usize, x: &QActs<'_>, out: &mut [F32], path: Path) {
     let m = x.rows().max(1);
-    let n_rows = out.len() / m;
-    let f = if path == Path::Reference {
-        None
+    let done = if path == Path::Reference {
+        0
+    } else if let Some(f) = simd_rows(w.ty, path) {
+        f(w, r0, x, out)
+    } else if let Some(k) = split_kernel(w.ty) {
+        blocked_rows(w, r0, x, out, k)
     } else {
-        chunk_fn(w.ty, path)
+        0
     };
-    let mut done = 0;
-    if let (1, Some(Kernel::Fused(single, _))) = (m, f) {
-        // One input row: a lean loop over the groups.
-        if let Some(n) = groups_one(w, r0, x, out, single) {
-            done = n;
-        }
-    } else if let Some(f) = f {
-        // Input rows are fetched and checked once per ACT_SUPER of them, not
-        // once per group; every group runs on each batch of rows.
-        let mut wc = WChunk::ZERO;
-        let mut buf: [Option<ActRow<'_>>; ACT_SUPER] = [None; ACT_SUPER];
-        let mut groups = n_rows / ROW_GROUP;
-        for s0 in (0..m).step_by(ACT_SUPER) {
-            let sl = ACT_SUPER.min(m - s0);
-            for (j, a) in buf.iter_mut().enumerate().take(sl) {
-                *a = x.row(s0 + j).ok().filter(|r| fits_kernel(w, r));
-            }
-            if buf[..sl].iter().any(Option::is_none) {
-                groups = 0;
-                break;
-            }
-            for g in 0..groups {
-                let cells = &mut out[g * ROW_GROUP * m..(g + 1) * ROW_GROUP * m];
-                let ok = if m == 1 {
-                    group::<1>(w, r0 + g * ROW_GROUP, &buf[..sl], s0, m, cells, f, &mut wc)
-                } else {
-                    group::<M_TILE>(w, r0 + g * ROW_GROUP, &buf[..sl], s0, m, cells, f, &mut wc)
-                };
-                if ok.is_none() {
-                    groups = g;
-                    break;
-                }
-            }
-        }
-        done = groups * ROW_GROUP;
-    }
     for (i, cells) in out.chunks_mut(m).enumerate().skip(done) {
         let row = w.row(r0 + i);
         for (j, c) in cells.iter_mut().enumerate() {
@@ -401,15 +413,77 @@ pub fn rows_kernel_with(w: &QMatrix<'_>, r0: usize, x: &QActs<'_>, out: &mut [F3
     }
 }
 
-/// Every whole group of weight rows `r0..` against the single input row of
-/// `x`, with a fused kernel, into `out`; returns the rows done (`None`, with
-/// nothing written, if the input is not what the kernel expects).
-fn groups_one(
+/// Every whole group of weight rows `r0..` against the input rows of `x`
+/// with `kernel`, into `out` (rows, M); returns the rows done (the caller
+/// computes the rest per cell). Input rows are fetched and checked once per
+/// `ACT_SUPER` of them, not once per group; every group runs on each batch
+/// of rows.
+#[inline(always)]
+pub(crate) fn blocked_rows<K: FusedKernels>(
     w: &QMatrix<'_>,
     r0: usize,
     x: &QActs<'_>,
     out: &mut [F32],
-    f: FusedFn,
+    kernel: Kernel<K>,
+) -> usize {
+    let m = x.rows().max(1);
+    let n_rows = out.len() / m;
+    let mut wc = WChunk::ZERO;
+    let mut buf: [Option<ActRow<'_>>; ACT_SUPER] = [None; ACT_SUPER];
+    let mut groups = n_rows / ROW_GROUP;
+    for s0 in (0..m).step_by(ACT_SUPER) {
+        let sl = ACT_SUPER.min(m - s0);
+        for (j, a) in buf.iter_mut().enumerate().take(sl) {
+            *a = x.row(s0 + j).ok().filter(|r| fits_kernel(w, r));
+        }
+        if buf[..sl].iter().any(Option::is_none) {
+            return 0;
+        }
+        for g in 0..groups {
+            let cells = &mut out[g * ROW_GROUP * m..(g + 1) * ROW_GROUP * m];
+            let ok = if m == 1 {
+                group::<1, K>(
+                    w,
+                    r0 + g * ROW_GROUP,
+                    &buf[..sl],
+                    s0,
+                    m,
+                    cells,
+                    kernel,
+                    &mut wc,
+                )
+            } else {
+                group::<M_TILE, K>(
+                    w,
+                    r0 + g * ROW_GROUP,
+                    &buf[..sl],
+                    s0,
+                    m,
+                    cells,
+                    kernel,
+                    &mut wc,
+                )
+            };
+            if ok.is_none() {
+                groups = g;
+                break;
+            }
+        }
+    }
+    groups * ROW_GROUP
+}
+
+/// Every whole group of weight rows `r0..` against the single input row of
+/// `x`, with a fused kernel, into `out`; returns the rows done (`None`, with
+/// nothing written, if the input is not what the kernel expects).
+#[inline(always)]
+#[cfg_attr(not(all(feature = "std", target_arch = "x86_64")), allow(dead_code))]
+pub(crate) fn groups_one<K: FusedKernels>(
+    w: &QMatrix<'_>,
+    r0: usize,
+    x: &QActs<'_>,
+    out: &mut [F32],
+    k: K,
 ) -> Option<usize> {
     let a = x.row(0).ok()?;
     let nb = w.n_in / QK;
@@ -436,7 +510,7 @@ fn groups_one(
         for (c, b0) in (0..nb).step_by(CHUNK_BLOCKS).enumerate() {
             let cn = CHUNK_BLOCKS.min(nb - b0);
             let (qs, sc) = (&a.qs[b0 * QK..(b0 + cn) * QK], &a.sc[b0..b0 + cn]);
-            let res = f(group_bytes, rb, b0, cn, qs, sc, &a.ch[c]);
+            let res = k.single(group_bytes, rb, b0, cn, qs, sc, &a.ch[c]);
             for (r, cell) in cells.iter_mut().enumerate() {
                 if res.ok {
                     cell.add_shifted(res.d[r], res.dbase[r]);
@@ -470,14 +544,15 @@ fn fits_kernel(w: &QMatrix<'_>, a: &ActRow<'_>) -> bool {
 /// `col0..` of `m`, all checked by [`fits_kernel`]) into `out` (ROW_GROUP, m).
 /// `None` (nothing written) if the weight rows are not what the kernel expects.
 #[allow(clippy::too_many_arguments)]
-fn group<const MT: usize>(
+#[inline(always)]
+fn group<const MT: usize, K: FusedKernels>(
     w: &QMatrix<'_>,
     r0: usize,
     all: &[Option<ActRow<'_>>],
     col0: usize,
     m: usize,
     out: &mut [F32],
-    kernel: Kernel,
+    kernel: Kernel<K>,
     wc: &mut WChunk,
 ) -> Option<()> {
     let rb = w.row_bytes();
@@ -512,7 +587,7 @@ fn group<const MT: usize>(
             let cn = CHUNK_BLOCKS.min(nb - b0);
             let (decode, f) = match kernel {
                 Kernel::Split(decode, f) => (decode, f),
-                Kernel::Fused(f, multi) => {
+                Kernel::Fused(k) => {
                     let mut j0 = 0;
                     while j0 < mt {
                         let n = ACT_TILE.min(mt - j0);
@@ -529,11 +604,18 @@ fn group<const MT: usize>(
                             tile.sc[t] = a.sc.get(b0..b0 + cn)?;
                         }
                         let results = match n {
-                            2.. => multi(group_bytes, rb, b0, cn, &tile),
+                            2.. => k.multi(group_bytes, rb, b0, cn, &tile),
                             _ => {
                                 let mut one = [Fused::NOT_OK; ACT_TILE];
-                                one[0] =
-                                    f(group_bytes, rb, b0, cn, tile.qs[0], tile.sc[0], &tile.ch[0]);
+                                one[0] = k.single(
+                                    group_bytes,
+                                    rb,
+                                    b0,
+                                    cn,
+                                    tile.qs[0],
+                                    tile.sc[0],
+                                    &tile.ch[0],
+                                );
                                 one
                             }
                         };

@@ -31,8 +31,10 @@ use super::act::ActScale;
 use super::act::ChunkScale;
 use super::block::QK;
 use super::fast::{
-    ACT_TILE, ActTile, Fused, FusedFn, FusedMultiFn, LIM_Q4_1_D, LIM_Q4_1_M, LIM_Q8_0_D, ROW_GROUP,
+    ACT_TILE, ActTile, Fused, FusedKernels, Kernel, LIM_Q4_1_D, LIM_Q4_1_M, LIM_Q8_0_D, ROW_GROUP,
+    RowsFn, blocked_rows, groups_one,
 };
+use super::{QActs, QMatrix};
 use crate::{F32, Result};
 use core::arch::x86_64::*;
 
@@ -46,25 +48,50 @@ pub(crate) enum Isa {
     Best,
 }
 
-/// The fused kernels for `ty` — one input row, and up to [`ACT_TILE`] rows
-/// per pass over the weights — if the CPU has AVX2 and they exist.
-pub(crate) fn fused_fns(ty: GgmlType, isa: Isa) -> Option<(FusedFn, FusedMultiFn)> {
-    if !std::is_x86_feature_detected!("avx2") {
+/// The blocked-matmul drivers with the fused kernels for `ty` built in, if
+/// the CPU has AVX2 (and, for [`Isa::Best`], AVX-512 VNNI where present) and
+/// the kernels exist. They also need BMI1/2 and LZCNT (every AVX2 CPU has
+/// them): the drivers inline the cell rounding, which uses them.
+pub(crate) fn fused_rows(ty: GgmlType, isa: Isa) -> Option<RowsFn> {
+    if !(std::is_x86_feature_detected!("avx2")
+        && std::is_x86_feature_detected!("bmi1")
+        && std::is_x86_feature_detected!("bmi2")
+        && std::is_x86_feature_detected!("lzcnt"))
+    {
         return None;
     }
     let vnni = isa == Isa::Best
         && std::is_x86_feature_detected!("avx512vl")
         && std::is_x86_feature_detected!("avx512vnni");
     match (ty, vnni) {
-        (GgmlType::Q4_1, false) => Some((single::<true, false>, multi::<true, false>)),
-        (GgmlType::Q8_0, false) => Some((single::<false, false>, multi::<false, false>)),
-        (GgmlType::Q4_1, true) => Some((single::<true, true>, multi::<true, true>)),
-        (GgmlType::Q8_0, true) => Some((single::<false, true>, multi::<false, true>)),
+        (GgmlType::Q4_1, false) => Some(rows::<true, false>),
+        (GgmlType::Q8_0, false) => Some(rows::<false, false>),
+        (GgmlType::Q4_1, true) => Some(rows::<true, true>),
+        (GgmlType::Q8_0, true) => Some(rows::<false, true>),
         _ => None,
     }
 }
 
+/// [`RowsFn`] entry: Q4_1 if `Q41` (else Q8_0), VNNI if `VNNI`.
+fn rows<const Q41: bool, const VNNI: bool>(
+    w: &QMatrix<'_>,
+    r0: usize,
+    x: &QActs<'_>,
+    out: &mut [F32],
+) -> usize {
+    // SAFETY: only handed out by `fused_rows`, which checked AVX2, BMI1,
+    // BMI2, LZCNT and, for `VNNI`, AVX-512 VL and VNNI.
+    unsafe {
+        if VNNI {
+            rows_vnni::<Q41>(w, r0, x, out)
+        } else {
+            rows_avx2::<Q41>(w, r0, x, out)
+        }
+    }
+}
+
 /// A tile holding one input row.
+#[inline(always)]
 fn one_row<'x>(qs: &'x [i8], sc: &'x [ActScale], ch: &ChunkScale) -> ActTile<'x> {
     let mut t = ActTile {
         n: 1,
@@ -76,46 +103,79 @@ fn one_row<'x>(qs: &'x [i8], sc: &'x [ActScale], ch: &ChunkScale) -> ActTile<'x>
     t
 }
 
-/// [`FusedMultiFn`] entry: Q4_1 if `Q41` (else Q8_0), VNNI if `VNNI`.
-fn multi<const Q41: bool, const VNNI: bool>(
-    group: &[u8],
-    rb: usize,
-    b0: usize,
-    nb: usize,
-    t: &ActTile<'_>,
-) -> [Fused; ACT_TILE] {
-    // SAFETY: only reachable through `fused_fns`, which checked AVX2 (and,
-    // for `VNNI`, AVX-512 VL and VNNI).
-    unsafe {
-        if VNNI {
-            fused_vnni::<Q41, ACT_TILE>(group, rb, b0, nb, t)
-        } else {
-            fused_avx2::<Q41, ACT_TILE>(group, rb, b0, nb, t)
+/// The fused kernels of one instruction set as [`FusedKernels`]. A value
+/// exists only inside the `target_feature` drivers stamped by
+/// [`rows_build!`], which run only where their features were detected.
+#[derive(Clone, Copy)]
+struct Simd<const Q41: bool, const VNNI: bool>;
+
+impl<const Q41: bool, const VNNI: bool> FusedKernels for Simd<Q41, VNNI> {
+    #[inline(always)]
+    fn single(
+        self,
+        group: &[u8],
+        rb: usize,
+        b0: usize,
+        nb: usize,
+        qs: &[i8],
+        sc: &[ActScale],
+        ch: &ChunkScale,
+    ) -> Fused {
+        let t = one_row(qs, sc, ch);
+        // SAFETY: see the type's docs.
+        let [r] = unsafe {
+            if VNNI {
+                fused_vnni::<Q41, 1>(group, rb, b0, nb, &t)
+            } else {
+                fused_avx2::<Q41, 1>(group, rb, b0, nb, &t)
+            }
+        };
+        r
+    }
+
+    #[inline(always)]
+    fn multi(
+        self,
+        group: &[u8],
+        rb: usize,
+        b0: usize,
+        nb: usize,
+        t: &ActTile<'_>,
+    ) -> [Fused; ACT_TILE] {
+        // SAFETY: see the type's docs.
+        unsafe {
+            if VNNI {
+                fused_vnni::<Q41, ACT_TILE>(group, rb, b0, nb, t)
+            } else {
+                fused_avx2::<Q41, ACT_TILE>(group, rb, b0, nb, t)
+            }
         }
     }
 }
 
-/// [`FusedFn`] entry: Q4_1 if `Q41` (else Q8_0), VNNI if `VNNI`.
-fn single<const Q41: bool, const VNNI: bool>(
-    group: &[u8],
-    rb: usize,
-    b0: usize,
-    nb: usize,
-    qs: &[i8],
-    sc: &[ActScale],
-    ch: &ChunkScale,
-) -> Fused {
-    let t = one_row(qs, sc, ch);
-    // SAFETY: as in `multi`.
-    let [r] = unsafe {
-        if VNNI {
-            fused_vnni::<Q41, 1>(group, rb, b0, nb, &t)
-        } else {
-            fused_avx2::<Q41, 1>(group, rb, b0, nb, &t)
+/// Stamps a driver: [`groups_one`] for one input row, else [`blocked_rows`],
+/// with the fused kernels inlined.
+macro_rules! rows_build {
+    ($name:ident, $features:literal, $vnni:literal) => {
+        #[target_feature(enable = $features)]
+        fn $name<const Q41: bool>(
+            w: &QMatrix<'_>,
+            r0: usize,
+            x: &QActs<'_>,
+            out: &mut [F32],
+        ) -> usize {
+            let k = Simd::<Q41, $vnni>;
+            if x.rows() <= 1 {
+                groups_one(w, r0, x, out, k).unwrap_or(0)
+            } else {
+                blocked_rows(w, r0, x, out, Kernel::Fused(k))
+            }
         }
     };
-    r
 }
+
+rows_build!(rows_avx2, "avx2,bmi1,bmi2,lzcnt", false);
+rows_build!(rows_vnni, "avx2,avx512vl,avx512vnni,bmi1,bmi2,lzcnt", true);
 
 /// Byte dot of one weight row's block with the activations, as 8 `i32`
 /// lanes: `vpmaddubsw` pairs (never saturating, see the module docs) summed
