@@ -17,11 +17,13 @@
 //! ## Unsafe review
 //! * Every `unsafe` block is a call of a `#[target_feature]` function, made
 //!   only through a function pointer handed out after
-//!   `is_x86_feature_detected!` confirmed each of its features (AVX2; for
-//!   the `vpdpbusd` kernels also AVX-512 VL and VNNI), or an unaligned load.
-//! * Loads (`_mm_loadu_si128`, `_mm256_loadu_si256`) read from slices whose
-//!   length was checked to cover the bytes read (`chunks_exact` of the block
-//!   size, `first_chunk`), through unaligned-load intrinsics.
+//!   `is_x86_feature_detected!` confirmed each of its features (AVX2, BMI1,
+//!   BMI2, LZCNT; for the `vpdpbusd` kernels also AVX-512 VL and VNNI) or
+//!   from inside such a function, or an unaligned load.
+//! * Loads (`_mm_loadu_si128`, `_mm256_loadu_si256`, `read_unaligned`,
+//!   `get_unchecked`) read from slices whose length was checked, at the top
+//!   of the kernel, to cover every byte the loop reads (each such block
+//!   states the inequality).
 //! * No pointer arithmetic beyond those checked slices, no writes through
 //!   pointers, no uninitialised memory.
 #![allow(unsafe_code)]
@@ -315,10 +317,14 @@ macro_rules! fused_kernel {
                     (x.map(|x| _mm256_sign_epi8(x, x)), x)
                 };
                 for j in 0..n {
-                    let Some(y) = t.qs[j].get(b * QK..).and_then(|q| load32(i8_bytes(q))) else {
-                        return res;
+                    // SAFETY: j < n and b < nb, and `in_bounds` checked
+                    // t.qs[j].len() ≥ nb·QK and t.sc[j].len() ≥ nb.
+                    let (y, s) = unsafe {
+                        (
+                            _mm256_loadu_si256(t.qs[j].as_ptr().add(b * QK).cast()),
+                            t.sc[j].get_unchecked(b),
+                        )
                     };
-                    let Some(s) = t.sc[j].get(b) else { return res };
                     let dot = |r: usize| {
                         let (a, y) = if Q41 {
                             (w[r], y)
@@ -587,19 +593,6 @@ builds!(
         style: crate::kernels::RopeStyle
     ) -> Result<()>
 );
-
-/// 32 bytes at the start of `s` (`None` if shorter).
-#[inline(always)]
-fn load32(s: &[u8]) -> Option<__m256i> {
-    let a: &[u8; 32] = s.first_chunk()?;
-    // SAFETY: `a` is 32 readable bytes; the load is unaligned.
-    Some(unsafe { _mm256_loadu_si256(a.as_ptr().cast()) })
-}
-
-#[inline(always)]
-fn i8_bytes(y: &[i8]) -> &[u8] {
-    bytemuck::cast_slice(y)
-}
 
 /// Sums of the 8 lanes of each of p0..p3, as 4 lanes.
 #[target_feature(enable = "avx2")]
