@@ -491,9 +491,13 @@ row_kernels!(
     axpy_avx512
 );
 
-/// Whether the CPU has AVX2, and AVX-512 F, VL, DQ, BW and CD as well.
+/// Whether the CPU has AVX2 (with BMI1, BMI2 and LZCNT, which every AVX2 CPU
+/// has: the builds below use them), and AVX-512 F, VL, DQ, BW and CD as well.
 fn isa() -> (bool, bool) {
-    let avx2 = std::is_x86_feature_detected!("avx2");
+    let avx2 = std::is_x86_feature_detected!("avx2")
+        && std::is_x86_feature_detected!("bmi1")
+        && std::is_x86_feature_detected!("bmi2")
+        && std::is_x86_feature_detected!("lzcnt");
     let avx512 = avx2
         && std::is_x86_feature_detected!("avx512f")
         && std::is_x86_feature_detected!("avx512vl")
@@ -504,19 +508,19 @@ fn isa() -> (bool, bool) {
 }
 
 /// Stamps `$variants() -> [Option<fn>; 2]`: the portable body `$body`
-/// compiled for AVX-512 and for AVX2 (the same code, auto-vectorized; the
-/// same integers), each `Some` only if the CPU runs it, widest first, and
-/// `$best()`, the first of them.
+/// compiled for AVX-512 and for AVX2 (with BMI1/2 and LZCNT; the same code,
+/// auto-vectorized; the same integers), each `Some` only if the CPU runs it,
+/// widest first, and `$best()`, the first of them.
 macro_rules! builds {
     ($(#[$doc:meta])* $variants:ident, $best:ident, $body:path,
      fn($($arg:ident: $argty:ty),*) $(-> $ret:ty)?) => {
         $(#[$doc])*
         pub(crate) fn $variants() -> [Option<fn($($argty),*) $(-> $ret)?>; 2] {
-            #[target_feature(enable = "avx2")]
+            #[target_feature(enable = "avx2,bmi1,bmi2,lzcnt")]
             fn narrow($($arg: $argty),*) $(-> $ret)? {
                 $body($($arg),*)
             }
-            #[target_feature(enable = "avx2,avx512f,avx512vl,avx512dq,avx512bw,avx512cd")]
+            #[target_feature(enable = "avx2,bmi1,bmi2,lzcnt,avx512f,avx512vl,avx512dq,avx512bw,avx512cd")]
             fn wide($($arg: $argty),*) $(-> $ret)? {
                 $body($($arg),*)
             }
@@ -569,6 +573,14 @@ builds!(
     mul_fn,
     crate::kernels::elementwise::mul_assign_body,
     fn(x: &mut [F32], y: &[F32])
+);
+
+builds!(
+    /// Builds of `kernels::swiglu`'s body.
+    swiglu_variants,
+    swiglu_fn,
+    crate::kernels::swiglu::swiglu_body,
+    fn(gate: &mut [F32], up: &[F32])
 );
 
 builds!(
