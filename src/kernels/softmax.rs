@@ -7,7 +7,14 @@
 //! `sum = +0; sum = sum + e_i` left to right; `inv = 1 / sum`;
 //! `p_i = e_i · inv`. llama.cpp accumulates the sum in a double and rounds
 //! `1.0/sum` to f32; this profile keeps the sum in f32.
+//!
+//! The body runs stage by stage over the row (the products and differences
+//! branch-free so that they vectorize, redone with the scalar operator per
+//! block if any element needs the general path); each element gets the
+//! operations above in their order, so the same bits. On x86-64 with `std`
+//! it runs compiled for AVX2 or AVX-512 (`quant::simd_x86`).
 
+use crate::float::{add_try, mul_try};
 use crate::{Error, F32, Result};
 
 /// Scaled, masked softmax of `s[..n_valid]`; `s[n_valid..]` become +0.
@@ -18,23 +25,133 @@ pub fn softmax(s: &mut [F32], scale: F32, n_valid: usize) -> Result<()> {
             found: n_valid,
         });
     }
-    let (live, masked) = s.split_at_mut(n_valid);
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    if let Some(f) = crate::quant::simd_x86::softmax_fn() {
+        f(s, scale, n_valid);
+        return Ok(());
+    }
+    softmax_body(s, scale, n_valid);
+    Ok(())
+}
+
+/// The portable body of [`softmax`] (`n_valid ≤ s.len()`).
+#[inline(always)]
+pub(crate) fn softmax_body(s: &mut [F32], scale: F32, n_valid: usize) {
+    let (live, masked) = s.split_at_mut(n_valid.min(s.len()));
+    map_try(live, |v| mul_try(v, scale), |v| v * scale);
     let mut max = F32::NEG_INFINITY;
-    for v in live.iter_mut() {
-        *v = *v * scale;
+    for &v in live.iter() {
         if v.gt(max) {
-            max = *v;
+            max = v;
         }
     }
+    let neg_max = -max;
+    map_try(live, |v| add_try(v, neg_max), |v| v - max);
     let mut sum = F32::ZERO;
     for v in live.iter_mut() {
-        *v = (*v - max).exp();
+        *v = v.exp();
         sum = sum + *v;
     }
     let inv = F32::ONE / sum;
-    for v in live.iter_mut() {
-        *v = *v * inv;
-    }
+    map_try(live, |v| mul_try(v, inv), |v| v * inv);
     masked.fill(F32::ZERO);
-    Ok(())
+}
+
+/// Elements per try-then-commit block of [`map_try`].
+const BLOCK: usize = 64;
+
+/// `x[i] = op(x[i])`, by blocks: `fast` on every element of a block
+/// (branch-free, so the loop vectorizes), the block committed if every flag
+/// is set, else redone with `op`.
+#[inline(always)]
+fn map_try(x: &mut [F32], fast: impl Fn(F32) -> (F32, bool), op: impl Fn(F32) -> F32) {
+    let mut out = [F32::ZERO; BLOCK];
+    for xb in x.chunks_mut(BLOCK) {
+        let mut ok = true;
+        for (o, &a) in out.iter_mut().zip(xb.iter()) {
+            let (r, k) = fast(a);
+            *o = r;
+            ok &= k;
+        }
+        if ok {
+            xb.copy_from_slice(&out[..xb.len()]);
+        } else {
+            for a in xb.iter_mut() {
+                *a = op(*a);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The element-by-element definition (the module docs' order).
+    fn reference(s: &mut [F32], scale: F32, n_valid: usize) {
+        let (live, masked) = s.split_at_mut(n_valid);
+        let mut max = F32::NEG_INFINITY;
+        for v in live.iter_mut() {
+            *v = *v * scale;
+            if v.gt(max) {
+                max = *v;
+            }
+        }
+        let mut sum = F32::ZERO;
+        for v in live.iter_mut() {
+            *v = (*v - max).exp();
+            sum = sum + *v;
+        }
+        let inv = F32::ONE / sum;
+        for v in live.iter_mut() {
+            *v = *v * inv;
+        }
+        masked.fill(F32::ZERO);
+    }
+
+    /// The portable body and every SIMD build equal the definition on rows
+    /// of every length up to 300 and every `n_valid`, with scores of every
+    /// kind (moderate, any bits, zeros, subnormals, ±∞, NaN, ties).
+    #[test]
+    fn builds_equal_definition() {
+        type Fn3 = fn(&mut [F32], F32, usize);
+        #[cfg(all(feature = "std", target_arch = "x86_64"))]
+        let simd = crate::quant::simd_x86::softmax_variants();
+        #[cfg(not(all(feature = "std", target_arch = "x86_64")))]
+        let simd: [Option<Fn3>; 0] = [];
+        let mut next = crate::testutil::lcg(0x1405_7B7E_F767_814Fu64);
+        const N: usize = 300;
+        for round in 0..600 {
+            let n = (round * 7) % (N + 1);
+            let n_valid = if n == 0 { 0 } else { next() as usize % (n + 1) };
+            let kind = round % 3;
+            let s: [F32; N] = core::array::from_fn(|_| {
+                let r = next();
+                F32::from_bits(match (kind, r % 61) {
+                    (0, _) => r,
+                    (1, 0) => 0,
+                    (1, 1) => r & 0x807F_FFFF,
+                    (1, 2) => 0x7F80_0000 | (r & 0x8000_0000),
+                    (1, 3) => 0x7FC0_0000,
+                    (1, 4) => 0x4000_0000, // ties for the maximum
+                    _ => (r & 0x8000_0000) | (0x3C00_0000 + r % 0x0600_0000),
+                })
+            });
+            let scale = F32::from_bits(0x3E00_0000 + next() % 0x0080_0000);
+            let mut want = s;
+            reference(&mut want[..n], scale, n_valid);
+            let mut builds: [Option<Fn3>; 3] = [Some(softmax_body), None, None];
+            for (slot, f) in builds[1..].iter_mut().zip(simd) {
+                *slot = f;
+            }
+            for f in builds.into_iter().flatten() {
+                let mut got = s;
+                f(&mut got[..n], scale, n_valid);
+                assert!(
+                    got.map(F32::to_bits) == want.map(F32::to_bits),
+                    "round {round}"
+                );
+            }
+        }
+    }
 }

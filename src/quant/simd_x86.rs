@@ -584,6 +584,14 @@ builds!(
 );
 
 builds!(
+    /// Builds of `kernels::softmax`'s body.
+    softmax_variants,
+    softmax_fn,
+    crate::kernels::softmax::softmax_body,
+    fn(s: &mut [F32], scale: F32, n_valid: usize)
+);
+
+builds!(
     /// Builds of the Q8 row quantizer (`quant::act`).
     quantize_variants,
     quantize_fns,
