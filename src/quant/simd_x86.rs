@@ -316,15 +316,14 @@ macro_rules! fused_kernel {
                     let x = [ld(0), ld(1), ld(2), ld(3)];
                     (x.map(|x| _mm256_sign_epi8(x, x)), x)
                 };
-                for j in 0..n {
+                // Two phases per block: every input row's four byte dots,
+                // then every row's exact scaling, so that the long chain of
+                // one row's dots and reduction overlaps the others'.
+                let mut sums = [_mm_setzero_si128(); N];
+                for (j, sum) in sums.iter_mut().enumerate().take(n) {
                     // SAFETY: j < n and b < nb, and `in_bounds` checked
-                    // t.qs[j].len() ≥ nb·QK and t.sc[j].len() ≥ nb.
-                    let (y, s) = unsafe {
-                        (
-                            _mm256_loadu_si256(t.qs[j].as_ptr().add(b * QK).cast()),
-                            t.sc[j].get_unchecked(b),
-                        )
-                    };
+                    // t.qs[j].len() ≥ nb·QK.
+                    let y = unsafe { _mm256_loadu_si256(t.qs[j].as_ptr().add(b * QK).cast()) };
                     let dot = |r: usize| {
                         let (a, y) = if Q41 {
                             (w[r], y)
@@ -333,7 +332,13 @@ macro_rules! fused_kernel {
                         };
                         $dot(a, y)
                     };
-                    let sumi = _mm256_cvtepi32_epi64(reduce4(dot(0), dot(1), dot(2), dot(3)));
+                    *sum = reduce4(dot(0), dot(1), dot(2), dot(3));
+                }
+                for (j, &sum) in sums.iter().enumerate().take(n) {
+                    // SAFETY: j < n and b < nb, and `in_bounds` checked
+                    // t.sc[j].len() ≥ nb.
+                    let s = unsafe { t.sc[j].get_unchecked(b) };
+                    let sumi = _mm256_cvtepi32_epi64(sum);
                     // c = [dm·sdm, mm·ssm] per row, sh = [drel + sdrel, mrel + ssrel].
                     let c = _mm256_mullo_epi32(wm, pair(s.dm, s.sm));
                     let sh = _mm256_add_epi32(rel, pair(s.drel as i32, s.srel as i32));
@@ -617,9 +622,12 @@ builds!(
 /// Sums of the 8 lanes of each of p0..p3, as 4 lanes.
 #[target_feature(enable = "avx2")]
 fn reduce4(p0: __m256i, p1: __m256i, p2: __m256i, p3: __m256i) -> __m128i {
-    let h01 = _mm256_hadd_epi32(p0, p1);
-    let h23 = _mm256_hadd_epi32(p2, p3);
-    let h = _mm256_hadd_epi32(h01, h23);
+    let t01 = _mm256_add_epi32(_mm256_unpacklo_epi32(p0, p1), _mm256_unpackhi_epi32(p0, p1));
+    let t23 = _mm256_add_epi32(_mm256_unpacklo_epi32(p2, p3), _mm256_unpackhi_epi32(p2, p3));
+    let h = _mm256_add_epi32(
+        _mm256_unpacklo_epi64(t01, t23),
+        _mm256_unpackhi_epi64(t01, t23),
+    );
     _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1))
 }
 
