@@ -282,14 +282,14 @@ impl Fused {
 /// Input rows a multi-row fused kernel takes per pass over a weight chunk.
 pub(crate) const ACT_TILE: usize = 8;
 
-/// One chunk of up to [`ACT_TILE`] input rows: quantized values, block
-/// scales and chunk ranges of rows `0..n`.
-pub(crate) struct ActTile<'x> {
+/// One chunk of up to `T` (by default [`ACT_TILE`]) input rows: quantized
+/// values, block scales and chunk ranges of rows `0..n`.
+pub(crate) struct ActTile<'x, const T: usize = ACT_TILE> {
     #[cfg_attr(not(all(feature = "std", target_arch = "x86_64")), allow(dead_code))]
     pub n: usize,
-    pub qs: [&'x [i8]; ACT_TILE],
-    pub sc: [&'x [ActScale]; ACT_TILE],
-    pub ch: [ChunkScale; ACT_TILE],
+    pub qs: [&'x [i8]; T],
+    pub sc: [&'x [ActScale]; T],
+    pub ch: [ChunkScale; T],
 }
 
 /// A pair of fused chunk kernels: one input row, and up to [`ACT_TILE`]

@@ -94,15 +94,13 @@ fn rows<const Q41: bool, const VNNI: bool>(
 
 /// A tile holding one input row.
 #[inline(always)]
-fn one_row<'x>(qs: &'x [i8], sc: &'x [ActScale], ch: &ChunkScale) -> ActTile<'x> {
-    let mut t = ActTile {
+fn one_row<'x>(qs: &'x [i8], sc: &'x [ActScale], ch: &ChunkScale) -> ActTile<'x, 1> {
+    ActTile {
         n: 1,
-        qs: [&[]; ACT_TILE],
-        sc: [&[]; ACT_TILE],
-        ch: [ChunkScale::default(); ACT_TILE],
-    };
-    (t.qs[0], t.sc[0], t.ch[0]) = (qs, sc, *ch);
-    t
+        qs: [qs],
+        sc: [sc],
+        ch: [*ch],
+    }
 }
 
 /// The fused kernels of one instruction set as [`FusedKernels`]. A value
@@ -242,7 +240,7 @@ macro_rules! fused_kernel {
             rb: usize,
             b0: usize,
             nb: usize,
-            t: &ActTile<'_>,
+            t: &ActTile<'_, N>,
         ) -> [Fused; N] {
             let bs: usize = if Q41 { 20 } else { 34 };
             let mut res = [Fused::NOT_OK; N];
@@ -251,7 +249,6 @@ macro_rules! fused_kernel {
                 && group.len() >= ROW_GROUP * rb
                 && (b0 + nb) * bs <= rb
                 && nb > 0
-                && N <= ACT_TILE
                 && n >= 1
                 && (0..n).all(|j| t.qs[j].len() >= nb * QK && t.sc[j].len() >= nb);
             if !in_bounds {
