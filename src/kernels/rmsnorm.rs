@@ -20,6 +20,17 @@ pub fn rmsnorm(x: &[F32], w: &[F32], eps: F32, out: &mut [F32]) -> Result<()> {
     rmsnorm_body(x, w, eps, out)
 }
 
+/// RMS normalisation of each row of `x` (rows of `w.len()`) into `out`:
+/// per row exactly [`rmsnorm`] (the same bits), with the fixed-order sums
+/// of up to four rows interleaved so that their chains overlap.
+pub fn rmsnorm_rows(x: &[F32], w: &[F32], eps: F32, out: &mut [F32]) -> Result<()> {
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    if let Some(f) = crate::quant::simd_x86::rmsnorm_rows_fn() {
+        return f(x, w, eps, out);
+    }
+    rmsnorm_rows_body(x, w, eps, out)
+}
+
 /// The portable body of [`rmsnorm`]. The products go through
 /// [`mul_try`] in branch-free loops (which vectorize); a row with any
 /// operand or result outside the normal range is redone with `*`. The sum
@@ -29,7 +40,54 @@ pub(crate) fn rmsnorm_body(x: &[F32], w: &[F32], eps: F32, out: &mut [F32]) -> R
     let n = x.len();
     check_len(n, w.len())?;
     check_len(n, out.len())?;
-    // The squares, into `out` for now.
+    squares(x, out);
+    let mut ss = F32::ZERO;
+    for &sq in out.iter() {
+        ss = ss + sq;
+    }
+    scale_row(x, w, eps, ss, out);
+    Ok(())
+}
+
+/// The portable body of [`rmsnorm_rows`].
+#[inline(always)]
+pub(crate) fn rmsnorm_rows_body(x: &[F32], w: &[F32], eps: F32, out: &mut [F32]) -> Result<()> {
+    let d = w.len();
+    check_len(x.len(), out.len())?;
+    if d == 0 || !x.len().is_multiple_of(d) {
+        return check_len(d, x.len());
+    }
+    for (xs, os) in x.chunks(4 * d).zip(out.chunks_mut(4 * d)) {
+        if xs.len() < 4 * d {
+            for (xr, or) in xs.chunks_exact(d).zip(os.chunks_exact_mut(d)) {
+                rmsnorm_body(xr, w, eps, or)?;
+            }
+            continue;
+        }
+        for (xr, or) in xs.chunks_exact(d).zip(os.chunks_exact_mut(d)) {
+            squares(xr, or);
+        }
+        // Four independent left-to-right chains, one per row.
+        let mut ss = [F32::ZERO; 4];
+        let (o01, o23) = os.split_at(2 * d);
+        let (o0, o1) = o01.split_at(d);
+        let (o2, o3) = o23.split_at(d);
+        for (((&a, &b), &c), &e) in o0.iter().zip(o1).zip(o2).zip(o3) {
+            ss[0] = ss[0] + a;
+            ss[1] = ss[1] + b;
+            ss[2] = ss[2] + c;
+            ss[3] = ss[3] + e;
+        }
+        for ((xr, or), ss) in xs.chunks_exact(d).zip(os.chunks_exact_mut(d)).zip(ss) {
+            scale_row(xr, w, eps, ss, or);
+        }
+    }
+    Ok(())
+}
+
+/// `out_i = x_i · x_i` (equal lengths).
+#[inline(always)]
+fn squares(x: &[F32], out: &mut [F32]) {
     let mut ok = true;
     for (o, &v) in out.iter_mut().zip(x) {
         let (p, k) = mul_try(v, v);
@@ -41,11 +99,12 @@ pub(crate) fn rmsnorm_body(x: &[F32], w: &[F32], eps: F32, out: &mut [F32]) -> R
             *o = v * v;
         }
     }
-    let mut ss = F32::ZERO;
-    for &sq in out.iter() {
-        ss = ss + sq;
-    }
-    let mean = ss / F32::from_u32(n as u32);
+}
+
+/// `out_i = (x_i · scale) · w_i` with `scale = 1 / sqrt(ss / n + eps)`.
+#[inline(always)]
+fn scale_row(x: &[F32], w: &[F32], eps: F32, ss: F32, out: &mut [F32]) {
+    let mean = ss / F32::from_u32(x.len() as u32);
     let scale = F32::ONE / (mean + eps).sqrt();
     let mut ok = true;
     for ((o, &v), &g) in out.iter_mut().zip(x).zip(w) {
@@ -59,7 +118,6 @@ pub(crate) fn rmsnorm_body(x: &[F32], w: &[F32], eps: F32, out: &mut [F32]) -> R
             *o = (v * scale) * g;
         }
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -122,6 +180,60 @@ mod tests {
                     got.map(F32::to_bits) == want.map(F32::to_bits),
                     "round {round}"
                 );
+            }
+        }
+    }
+
+    /// [`rmsnorm_rows_body`] and every SIMD build of it equal the formula
+    /// row by row, for 0 to 11 rows (whole groups of four and the rest),
+    /// with the same kinds of values as above, and reject a length that is
+    /// not a whole number of rows.
+    #[test]
+    fn rows_builds_equal_reference() {
+        type RowsFn = fn(&[F32], &[F32], F32, &mut [F32]) -> Result<()>;
+        #[cfg(all(feature = "std", target_arch = "x86_64"))]
+        let simd = crate::quant::simd_x86::rmsnorm_rows_variants();
+        #[cfg(not(all(feature = "std", target_arch = "x86_64")))]
+        let simd: [Option<RowsFn>; 0] = [];
+        let mut builds: [Option<RowsFn>; 3] = [Some(rmsnorm_rows_body), None, None];
+        for (slot, f) in builds[1..].iter_mut().zip(simd) {
+            *slot = f;
+        }
+        let mut next = crate::testutil::lcg(0x9E37_79B9_7F4A_7C15u64);
+        const D: usize = 40;
+        const R: usize = 11;
+        for round in 0..240 {
+            let d = 1 + round % D;
+            let rows = round % (R + 1);
+            let val = |next: &mut dyn FnMut() -> u32| {
+                let r = next();
+                F32::from_bits(match (round % 4, r % 32) {
+                    (0, 0) => 0,
+                    (0, 1) => r & 0x807F_FFFF,
+                    (0, 2) => 0x7F80_0000 | (r & 0x8000_0000),
+                    (0, 3) => 0x7FC0_0000,
+                    (1, _) => r,
+                    _ => (r & 0x8000_0000) | (0x3C00_0000 + r % 0x0700_0000),
+                })
+            };
+            let x: [F32; D * R] = core::array::from_fn(|_| val(&mut next));
+            let w: [F32; D] = core::array::from_fn(|_| val(&mut next));
+            let eps = F32::from_bits(0x3727_C5AC);
+            let mut want = [F32::ZERO; D * R];
+            for (xr, or) in x[..rows * d].chunks_exact(d).zip(want.chunks_exact_mut(d)) {
+                reference(xr, &w[..d], eps, or);
+            }
+            for f in builds.iter().flatten() {
+                let mut got = [F32::ZERO; D * R];
+                f(&x[..rows * d], &w[..d], eps, &mut got[..rows * d]).unwrap();
+                assert!(
+                    got.map(F32::to_bits) == want.map(F32::to_bits),
+                    "round {round}"
+                );
+                if d > 1 && rows > 0 {
+                    let err = f(&x[..rows * d - 1], &w[..d], eps, &mut got[..rows * d - 1]);
+                    assert!(err.is_err(), "partial row, round {round}");
+                }
             }
         }
     }

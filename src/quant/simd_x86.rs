@@ -562,6 +562,14 @@ builds!(
 );
 
 builds!(
+    /// Builds of `kernels::rmsnorm::rmsnorm_rows`'s body.
+    rmsnorm_rows_variants,
+    rmsnorm_rows_fn,
+    crate::kernels::rmsnorm::rmsnorm_rows_body,
+    fn(x: &[F32], w: &[F32], eps: F32, out: &mut [F32]) -> Result<()>
+);
+
+builds!(
     /// Builds of `kernels::elementwise::add_assign`'s body.
     add_variants,
     add_fn,
