@@ -10,9 +10,11 @@
 //! unsigned bytes (Q4_1: nibbles `q`; Q8_0: `|x|` with the sign moved onto the
 //! activation by `vpsignb`), `vpmaddubsw` against the 32 activation bytes
 //! (pairs of products, `|pair| ≤ 2·128·127 < 2^15`, never saturating because
-//! activations are in `-127..=127`), `vpmaddwd` by ones to 8 `i32` lanes, a
-//! `vphaddd` tree to the four block sums, then `sumi · (mw·ma)` as `i64`
-//! (`vpmuldq`) shifted by the relative exponent (`vpsllvq`) and added.
+//! activations are in `-127..=127`), `vpmaddwd` by ones to 8 `i32` lanes, an
+//! unpack-and-add tree to the four block sums, then `sumi · (mw·ma)` as `i64`
+//! (`vpmuldq`) shifted by the relative exponent (`vpsllvq`) and added. A tile
+//! of input rows does every row's byte dots of a block first and then every
+//! row's scaling, so the rows' dependency chains overlap.
 //!
 //! ## Unsafe review
 //! * Every `unsafe` block is a call of a `#[target_feature]` function, made
