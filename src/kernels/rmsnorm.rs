@@ -124,6 +124,9 @@ fn scale_row(x: &[F32], w: &[F32], eps: F32, ss: F32, out: &mut [F32]) {
 mod tests {
     use super::*;
 
+    /// Signature of the row bodies and their builds.
+    type RowsFn = fn(&[F32], &[F32], F32, &mut [F32]) -> Result<()>;
+
     /// The original element-by-element formula.
     fn reference(x: &[F32], w: &[F32], eps: F32, out: &mut [F32]) {
         let mut ss = F32::ZERO;
@@ -144,7 +147,7 @@ mod tests {
         #[cfg(all(feature = "std", target_arch = "x86_64"))]
         let simd = crate::quant::simd_x86::rmsnorm_variants();
         #[cfg(not(all(feature = "std", target_arch = "x86_64")))]
-        let simd: [Option<fn(&[F32], &[F32], F32, &mut [F32]) -> Result<()>>; 0] = [];
+        let simd: [Option<RowsFn>; 0] = [];
         let mut next = crate::testutil::lcg(0x2545_F491_4F6C_DD1Du64);
         const N: usize = 200;
         for round in 0..300 {
@@ -190,7 +193,6 @@ mod tests {
     /// not a whole number of rows.
     #[test]
     fn rows_builds_equal_reference() {
-        type RowsFn = fn(&[F32], &[F32], F32, &mut [F32]) -> Result<()>;
         #[cfg(all(feature = "std", target_arch = "x86_64"))]
         let simd = crate::quant::simd_x86::rmsnorm_rows_variants();
         #[cfg(not(all(feature = "std", target_arch = "x86_64")))]
