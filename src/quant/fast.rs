@@ -441,28 +441,11 @@ pub(crate) fn blocked_rows<K: FusedKernels>(
         }
         for g in 0..groups {
             let cells = &mut out[g * ROW_GROUP * m..(g + 1) * ROW_GROUP * m];
+            let (rg, acts) = (r0 + g * ROW_GROUP, &buf[..sl]);
             let ok = if m == 1 {
-                group::<1, K>(
-                    w,
-                    r0 + g * ROW_GROUP,
-                    &buf[..sl],
-                    s0,
-                    m,
-                    cells,
-                    kernel,
-                    &mut wc,
-                )
+                group::<1, K>(w, rg, acts, s0, m, cells, kernel, &mut wc)
             } else {
-                group::<M_TILE, K>(
-                    w,
-                    r0 + g * ROW_GROUP,
-                    &buf[..sl],
-                    s0,
-                    m,
-                    cells,
-                    kernel,
-                    &mut wc,
-                )
+                group::<M_TILE, K>(w, rg, acts, s0, m, cells, kernel, &mut wc)
             };
             if ok.is_none() {
                 groups = g;
