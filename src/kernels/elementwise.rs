@@ -71,8 +71,32 @@ fn apply(
     }
 }
 
+/// `x[i] = op(x[i])`, by blocks: `fast` on every element of a block
+/// (branch-free, so the loop vectorizes), the block committed if every
+/// element's flag is set, else redone with `op`. The unary form of
+/// [`apply`], for the kernels' own stage-by-stage loops.
+#[inline(always)]
+pub(crate) fn map_try(x: &mut [F32], fast: impl Fn(F32) -> (F32, bool), op: impl Fn(F32) -> F32) {
+    let mut out = [F32::ZERO; BLOCK];
+    for xb in x.chunks_mut(BLOCK) {
+        let mut ok = true;
+        for (o, &a) in out.iter_mut().zip(xb.iter()) {
+            let (r, k) = fast(a);
+            *o = r;
+            ok &= k;
+        }
+        if ok {
+            xb.copy_from_slice(&out[..xb.len()]);
+        } else {
+            for a in xb.iter_mut() {
+                *a = op(*a);
+            }
+        }
+    }
+}
+
 /// Elements per try-then-commit block (the fallback redoes one block).
-const BLOCK: usize = 64;
+pub(crate) const BLOCK: usize = 64;
 
 #[cfg(test)]
 mod tests {

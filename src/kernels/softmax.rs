@@ -14,6 +14,7 @@
 //! operations above in their order, so the same bits. On x86-64 with `std`
 //! it runs compiled for AVX2 or AVX-512 (`quant::simd_x86`).
 
+use super::elementwise::map_try;
 use crate::float::{add_try, mul_try};
 use crate::{Error, F32, Result};
 
@@ -55,32 +56,6 @@ pub(crate) fn softmax_body(s: &mut [F32], scale: F32, n_valid: usize) {
     let inv = F32::ONE / sum;
     map_try(live, |v| mul_try(v, inv), |v| v * inv);
     masked.fill(F32::ZERO);
-}
-
-/// Elements per try-then-commit block of [`map_try`].
-const BLOCK: usize = 64;
-
-/// `x[i] = op(x[i])`, by blocks: `fast` on every element of a block
-/// (branch-free, so the loop vectorizes), the block committed if every flag
-/// is set, else redone with `op`.
-#[inline(always)]
-fn map_try(x: &mut [F32], fast: impl Fn(F32) -> (F32, bool), op: impl Fn(F32) -> F32) {
-    let mut out = [F32::ZERO; BLOCK];
-    for xb in x.chunks_mut(BLOCK) {
-        let mut ok = true;
-        for (o, &a) in out.iter_mut().zip(xb.iter()) {
-            let (r, k) = fast(a);
-            *o = r;
-            ok &= k;
-        }
-        if ok {
-            xb.copy_from_slice(&out[..xb.len()]);
-        } else {
-            for a in xb.iter_mut() {
-                *a = op(*a);
-            }
-        }
-    }
 }
 
 #[cfg(test)]

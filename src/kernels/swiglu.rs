@@ -8,7 +8,7 @@
 //! with `std` it runs compiled for AVX2 or AVX-512 (`quant::simd_x86`).
 
 use super::check_len;
-use super::elementwise::mul_assign_body;
+use super::elementwise::{BLOCK, map_try, mul_assign_body};
 use crate::float::add_try;
 use crate::{F32, Result};
 
@@ -33,12 +33,8 @@ pub(crate) fn swiglu_body(gate: &mut [F32], up: &[F32]) {
     mul_assign_body(gate, up);
 }
 
-/// Elements per stage of [`silu_block`].
-const BLOCK: usize = 64;
-
 /// `x = silu(x)` over at most [`BLOCK`] elements: every `exp(-x)`, then
-/// every `1 + e` (branch-free; redone with `+` if any element needs the
-/// general path), then every quotient.
+/// every `1 + e` ([`map_try`]), then every quotient.
 #[inline(always)]
 fn silu_block(x: &mut [F32]) {
     let mut den = [F32::ZERO; BLOCK];
@@ -46,20 +42,7 @@ fn silu_block(x: &mut [F32]) {
     for (d, &v) in den.iter_mut().zip(x.iter()) {
         *d = (-v).exp();
     }
-    let mut sum = [F32::ZERO; BLOCK];
-    let mut ok = true;
-    for (s, &e) in sum.iter_mut().zip(den.iter()) {
-        let (r, k) = add_try(F32::ONE, e);
-        *s = r;
-        ok &= k;
-    }
-    if ok {
-        den.copy_from_slice(&sum[..den.len()]);
-    } else {
-        for d in den.iter_mut() {
-            *d = F32::ONE + *d;
-        }
-    }
+    map_try(den, |e| add_try(F32::ONE, e), |e| F32::ONE + e);
     for (v, &d) in x.iter_mut().zip(den.iter()) {
         *v = *v / d;
     }
