@@ -219,3 +219,57 @@ fn batches_beyond_one_pass_agree() {
         }
     }
 }
+
+/// Blocks at the integer extremes: every Q4_1 nibble 15 (or 0) and every Q8_0
+/// byte -128 (or 127) against activations that all quantize to +127 or
+/// -127, so each block's byte dot reaches its largest magnitude (Q4_1:
+/// 32·15·127, whose halves the AVX2 kernel sums in 16-bit lanes; Q8_0:
+/// 32·128·127). The exact reference and every blocked path agree, for one
+/// input row and for tiles of several.
+#[test]
+fn extreme_blocks_agree() {
+    for ty in [GgmlType::Q4_1, GgmlType::Q8_0] {
+        for kb in [1usize, 18, 33, 48] {
+            let n_in = 32 * kb;
+            let n_out = 8;
+            let mut wb = vec![0u8; ty.row_bytes(n_in).unwrap() * n_out];
+            for (r, row) in wb.chunks_mut(ty.row_bytes(n_in).unwrap()).enumerate() {
+                for b in row.chunks_mut(ty.type_size()) {
+                    b[0..2]
+                        .copy_from_slice(&f16(if r % 3 == 2 { -0.01 } else { 0.01 }).to_le_bytes());
+                    let q = if ty == GgmlType::Q4_1 {
+                        b[2..4].copy_from_slice(&f16(-0.1).to_le_bytes());
+                        &mut b[4..]
+                    } else {
+                        &mut b[2..]
+                    };
+                    let fill = match (ty, r % 4 == 3) {
+                        (GgmlType::Q4_1, false) => 0xFF,
+                        (GgmlType::Q4_1, true) => 0x00,
+                        (_, false) => 0x80,
+                        (_, true) => 0x7F,
+                    };
+                    q.fill(fill);
+                }
+            }
+            let w = QMatrix::new(ty, n_in, n_out, &wb).unwrap();
+            for m in [1usize, 3, 8] {
+                let x: Vec<F32> = (0..m * n_in)
+                    .map(|i| {
+                        let (row, blk) = (i / n_in, (i % n_in) / 32);
+                        if (row + blk) % 2 == 0 {
+                            F32::ONE
+                        } else {
+                            -F32::ONE
+                        }
+                    })
+                    .collect();
+                let [r, p, s, v2] = paths(&w, &x, m, n_out / 2);
+                assert!(r.iter().all(|&c| F32::from_bits(c).is_finite()), "{ty:?}");
+                assert_eq!(r, p, "{ty:?} kb {kb} m {m} portable");
+                assert_eq!(r, s, "{ty:?} kb {kb} m {m} best SIMD");
+                assert_eq!(r, v2, "{ty:?} kb {kb} m {m} AVX2");
+            }
+        }
+    }
+}

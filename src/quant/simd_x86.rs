@@ -194,6 +194,32 @@ fn dot_vnni(w: __m256i, y: __m256i) -> __m256i {
     _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, y)
 }
 
+/// The byte dots of one block of four weight rows (`w`: unsigned bytes;
+/// for Q8_0 `sgn` holds the signs to move onto `y`) with the activations
+/// `y`, as the four rows' `i32` sums. Q4_1 sums the four rows' `vpmaddubsw`
+/// pairs in 16 bits before one `vpmaddwd`: a pair is at most 2·15·127 in
+/// magnitude and a lane of the final sum adds 8 of them (≤ 30480 < 2^15),
+/// so no step wraps. Q8_0 pairs reach 2·128·127, so each row's pairs are
+/// widened to 32 bits first.
+#[target_feature(enable = "avx2")]
+fn dot4_avx2<const Q41: bool>(w: &[__m256i; 4], sgn: &[__m256i; 4], y: __m256i) -> __m128i {
+    if Q41 {
+        let p = |r: usize| _mm256_maddubs_epi16(w[r], y);
+        let s = reduce4_by::<true>(p(0), p(1), p(2), p(3));
+        _mm_madd_epi16(s, _mm_set1_epi16(1))
+    } else {
+        let d = |r: usize| dot_madd(w[r], _mm256_sign_epi8(y, sgn[r]));
+        reduce4_by::<false>(d(0), d(1), d(2), d(3))
+    }
+}
+
+/// [`dot4_avx2`] with `vpdpbusd` (AVX-512 VNNI, VL).
+#[target_feature(enable = "avx2,avx512vl,avx512vnni")]
+fn dot4_vnni<const Q41: bool>(w: &[__m256i; 4], sgn: &[__m256i; 4], y: __m256i) -> __m128i {
+    let d = |r: usize| dot_vnni(w[r], if Q41 { y } else { _mm256_sign_epi8(y, sgn[r]) });
+    reduce4_by::<false>(d(0), d(1), d(2), d(3))
+}
+
 /// Guessed base below the first block's shift: weight scales of one row
 /// within a chunk rarely lie more than this many binades below it.
 const MARGIN_D: i32 = 8;
@@ -232,9 +258,10 @@ fn pair(lo: i32, hi: i32) -> __m256i {
     _mm256_set1_epi64x(((hi as i64) << 32) | (lo as u32 as i64))
 }
 
-/// Stamps the fused kernel for one instruction set (`$dot`: the byte dot).
+/// Stamps the fused kernel for one instruction set (`$dot4`: the four
+/// rows' byte dots of a block, reduced).
 macro_rules! fused_kernel {
-    ($(#[$doc:meta])* $name:ident, $features:literal, $dot:ident) => {
+    ($(#[$doc:meta])* $name:ident, $features:literal, $dot4:ident) => {
         $(#[$doc])*
         #[target_feature(enable = $features)]
         fn $name<const Q41: bool, const N: usize>(
@@ -283,8 +310,11 @@ macro_rules! fused_kernel {
             let mut acc_m = [zero; N];
             let mask = _mm256_set1_epi8(0x0F);
             let nib_shift = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
+            // Shift counts masked to 0..=63: a wider count only occurs in a
+            // chunk reported not ok (its sums are discarded), and the mask
+            // lets the shifts compile to a bare `vpsllvq`.
+            let six = _mm256_set1_epi64x(63);
             let ones64 = _mm256_set1_epi64x(1);
-            let lo32 = _mm256_set1_epi64x(0xFFFF_FFFF);
             for b in 0..nb {
                 let blk = b0 + b;
                 let (wm, rel, wbad) = f16_rel8(head(blk), base1);
@@ -313,7 +343,9 @@ macro_rules! fused_kernel {
                     // SAFETY: at(r, 2) + 32 = at(r, bs) ≤ 4·rb ≤ group.len().
                     let ld = |r: usize| unsafe { _mm256_loadu_si256(base_ptr.add(at(r, 2)).cast()) };
                     let x = [ld(0), ld(1), ld(2), ld(3)];
-                    (x.map(|x| _mm256_sign_epi8(x, x)), x)
+                    // Written out: `x.map(..)` was sometimes left a call.
+                    let abs = |i: usize| _mm256_sign_epi8(x[i], x[i]);
+                    ([abs(0), abs(1), abs(2), abs(3)], x)
                 };
                 // Two phases per block: every input row's four byte dots,
                 // then every row's exact scaling, so that the long chain of
@@ -323,15 +355,7 @@ macro_rules! fused_kernel {
                     // SAFETY: j < n and b < nb, and `in_bounds` checked
                     // t.qs[j].len() ≥ nb·QK.
                     let y = unsafe { _mm256_loadu_si256(t.qs[j].as_ptr().add(b * QK).cast()) };
-                    let dot = |r: usize| {
-                        let (a, y) = if Q41 {
-                            (w[r], y)
-                        } else {
-                            (w[r], _mm256_sign_epi8(y, sgn[r]))
-                        };
-                        $dot(a, y)
-                    };
-                    *sum = reduce4(dot(0), dot(1), dot(2), dot(3));
+                    *sum = $dot4::<Q41>(&w, &sgn, y);
                 }
                 for (j, &sum) in sums.iter().enumerate().take(n) {
                     // SAFETY: j < n and b < nb, and `in_bounds` checked
@@ -343,11 +367,11 @@ macro_rules! fused_kernel {
                     let sh = _mm256_add_epi32(rel, pair(s.drel as i32, s.srel as i32));
                     let td = _mm256_mul_epi32(c, sumi);
                     acc_d[j] =
-                        _mm256_add_epi64(acc_d[j], _mm256_sllv_epi64(td, _mm256_and_si256(sh, lo32)));
+                        _mm256_add_epi64(acc_d[j], _mm256_sllv_epi64(td, _mm256_and_si256(sh, six)));
                     if Q41 {
                         let tm = _mm256_mul_epi32(_mm256_srli_epi64(c, 32), ones64);
                         acc_m[j] =
-                            _mm256_add_epi64(acc_m[j], _mm256_sllv_epi64(tm, _mm256_srli_epi64(sh, 32)));
+                            _mm256_add_epi64(acc_m[j], _mm256_sllv_epi64(tm, _mm256_and_si256(_mm256_srli_epi64(sh, 32), six)));
                     }
                 }
             }
@@ -393,14 +417,14 @@ fused_kernel!(
     /// `vpmuldq` reads the even (`d`) lanes, and the `m` lanes are moved down.
     fused_avx2,
     "avx2",
-    dot_madd
+    dot4_avx2
 );
 
 fused_kernel!(
     /// [`fused_avx2`] with the byte dots in `vpdpbusd` (AVX-512 VNNI, VL).
     fused_vnni,
     "avx2,avx512vl,avx512vnni",
-    dot_vnni
+    dot4_vnni
 );
 
 /// The grouped f16 attention's row kernels compiled for the CPU (the same
@@ -626,16 +650,30 @@ builds!(
     ) -> Result<()>
 );
 
-/// Sums of the 8 lanes of each of p0..p3, as 4 lanes.
+/// Sums of the 8 dwords of each of p0..p3, as 4 dwords (`W16`: each dword
+/// holds two 16-bit lanes, summed lane-wise in 16 bits; the caller bounds
+/// them).
 #[target_feature(enable = "avx2")]
-fn reduce4(p0: __m256i, p1: __m256i, p2: __m256i, p3: __m256i) -> __m128i {
-    let t01 = _mm256_add_epi32(_mm256_unpacklo_epi32(p0, p1), _mm256_unpackhi_epi32(p0, p1));
-    let t23 = _mm256_add_epi32(_mm256_unpacklo_epi32(p2, p3), _mm256_unpackhi_epi32(p2, p3));
-    let h = _mm256_add_epi32(
+fn reduce4_by<const W16: bool>(p0: __m256i, p1: __m256i, p2: __m256i, p3: __m256i) -> __m128i {
+    let add = |a, b| {
+        if W16 {
+            _mm256_add_epi16(a, b)
+        } else {
+            _mm256_add_epi32(a, b)
+        }
+    };
+    let t01 = add(_mm256_unpacklo_epi32(p0, p1), _mm256_unpackhi_epi32(p0, p1));
+    let t23 = add(_mm256_unpacklo_epi32(p2, p3), _mm256_unpackhi_epi32(p2, p3));
+    let h = add(
         _mm256_unpacklo_epi64(t01, t23),
         _mm256_unpackhi_epi64(t01, t23),
     );
-    _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1))
+    let (lo, hi) = (_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    if W16 {
+        _mm_add_epi16(lo, hi)
+    } else {
+        _mm_add_epi32(lo, hi)
+    }
 }
 
 #[target_feature(enable = "avx2")]
