@@ -10,8 +10,10 @@
 //! unsigned bytes (Q4_1: nibbles `q`; Q8_0: `|x|` with the sign moved onto the
 //! activation by `vpsignb`), `vpmaddubsw` against the 32 activation bytes
 //! (pairs of products, `|pair| ≤ 2·128·127 < 2^15`, never saturating because
-//! activations are in `-127..=127`), `vpmaddwd` by ones to 8 `i32` lanes, an
-//! unpack-and-add tree to the four block sums, then `sumi · (mw·ma)` as `i64`
+//! activations are in `-127..=127`), an unpack-and-add tree to the four
+//! block sums (Q8_0: after `vpmaddwd` by ones to `i32` lanes; Q4_1, whose
+//! pairs are at most 2·15·127: in 16-bit lanes, which then hold at most
+//! 8·2·15·127 < 2^15, and one `vpmaddwd` at the end), then `sumi · (mw·ma)` as `i64`
 //! (`vpmuldq`) shifted by the relative exponent (`vpsllvq`) and added. A tile
 //! of input rows does every row's byte dots of a block first and then every
 //! row's scaling, so the rows' dependency chains overlap.
