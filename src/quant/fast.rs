@@ -561,10 +561,9 @@ fn group<const MT: usize, K: FusedKernels>(
     if out.len() < ROW_GROUP * m || col0 + all.len() > m {
         return None;
     }
-    let mut acts: [Option<ActRow<'_>>; MT] = [None; MT];
     for m0 in (0..all.len()).step_by(MT) {
         let mt = MT.min(all.len() - m0);
-        acts[..mt].copy_from_slice(&all[m0..m0 + mt]);
+        let acts = &all[m0..m0 + mt];
         let mut cells = [[ExactAcc::default(); MT]; ROW_GROUP];
         for (c, b0) in (0..nb).step_by(CHUNK_BLOCKS).enumerate() {
             let cn = CHUNK_BLOCKS.min(nb - b0);
