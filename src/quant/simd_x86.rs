@@ -10,10 +10,12 @@
 //! unsigned bytes (Q4_1: nibbles `q`; Q8_0: `|x|` with the sign moved onto the
 //! activation by `vpsignb`), `vpmaddubsw` against the 32 activation bytes
 //! (pairs of products, `|pair| ≤ 2·128·127 < 2^15`, never saturating because
-//! activations are in `-127..=127`), an unpack-and-add tree to the four
-//! block sums (Q8_0: after `vpmaddwd` by ones to `i32` lanes; Q4_1, whose
-//! pairs are at most 2·15·127: in 16-bit lanes, which then hold at most
-//! 8·2·15·127 < 2^15, and one `vpmaddwd` at the end), then `sumi · (mw·ma)` as `i64`
+//! activations are in `-127..=127`), then the four rows' block sums: Q8_0
+//! after `vpmaddwd` by ones to `i32` lanes, by an unpack-and-add tree; Q4_1,
+//! whose pairs are at most 2·15·127, in 16-bit lanes (at most 8 pairs per
+//! lane, < 2^15) and one `vpmaddwd` — for a tile of input rows with the
+//! block's weights transposed once so that each row's pairs land in their own
+//! 64-bit lane and no tree is needed ([`dot4_avx2`]). Then `sumi · (mw·ma)` as `i64`
 //! (`vpmuldq`) shifted by the relative exponent (`vpsllvq`) and added. A tile
 //! of input rows does every row's byte dots of a block first and then every
 //! row's scaling, so the rows' dependency chains overlap.
@@ -196,30 +198,87 @@ fn dot_vnni(w: __m256i, y: __m256i) -> __m256i {
     _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, y)
 }
 
-/// The byte dots of one block of four weight rows (`w`: unsigned bytes;
-/// for Q8_0 `sgn` holds the signs to move onto `y`) with the activations
-/// `y`, as the four rows' `i32` sums. Q4_1 sums the four rows' `vpmaddubsw`
-/// pairs in 16 bits before one `vpmaddwd`: a pair is at most 2·15·127 in
-/// magnitude and a lane of the final sum adds 8 of them (≤ 30480 < 2^15),
-/// so no step wraps. Q8_0 pairs reach 2·128·127, so each row's pairs are
-/// widened to 32 bits first.
+/// The four weight rows' bytes of a block as the AVX2 Q4_1 dots want them:
+/// `W_k` holds elements `8k..8k + 8` of rows 0–3, one row per 64-bit lane
+/// (a 4×4 transpose of the rows' qwords). Other kernels take the rows as
+/// they are.
 #[target_feature(enable = "avx2")]
-fn dot4_avx2<const Q41: bool>(w: &[__m256i; 4], sgn: &[__m256i; 4], y: __m256i) -> __m128i {
-    if Q41 {
+fn prep_avx2<const Q41: bool>(w: [__m256i; 4], tile: bool) -> [__m256i; 4] {
+    if !(Q41 && tile) {
+        return w;
+    }
+    let t0 = _mm256_unpacklo_epi64(w[0], w[1]);
+    let t1 = _mm256_unpackhi_epi64(w[0], w[1]);
+    let t2 = _mm256_unpacklo_epi64(w[2], w[3]);
+    let t3 = _mm256_unpackhi_epi64(w[2], w[3]);
+    [
+        _mm256_permute2x128_si256::<0x20>(t0, t2),
+        _mm256_permute2x128_si256::<0x20>(t1, t3),
+        _mm256_permute2x128_si256::<0x31>(t0, t2),
+        _mm256_permute2x128_si256::<0x31>(t1, t3),
+    ]
+}
+
+/// [`prep_avx2`] for the VNNI kernels: the rows as they are.
+#[target_feature(enable = "avx2")]
+fn prep_vnni<const Q41: bool>(w: [__m256i; 4], _tile: bool) -> [__m256i; 4] {
+    w
+}
+
+/// The byte dots of one block of four weight rows (`w` from the kernel's
+/// `prep`: unsigned bytes; for Q8_0 `sgn` holds the signs to move onto the
+/// activations) with the block's 32 activations `y`: row `r`'s `i32` sum in
+/// the low dword of 64-bit lane `r` (what `vpmuldq` reads).
+///
+/// Q4_1 (weights transposed by [`prep_avx2`]): `vpmaddubsw` of `W_k`
+/// against activations `8k..8k + 8` broadcast to every lane gives each
+/// row's pairs in its own lane, so the four products add up in 16-bit
+/// lanes (a pair is at most 2·15·127, a lane of the sum adds 4 pairs:
+/// ≤ 15240 < 2^15, nothing wraps), then one `vpmaddwd` and one add of
+/// neighbouring dwords. Q8_0 pairs reach 2·128·127, so each row's pairs are
+/// widened to 32 bits and reduced by unpacks and adds.
+#[target_feature(enable = "avx2")]
+fn dot4_avx2<const Q41: bool>(
+    w: &[__m256i; 4],
+    sgn: &[__m256i; 4],
+    y: &[i8; 32],
+    tile: bool,
+) -> __m256i {
+    if Q41 && !tile {
+        // SAFETY: 32 bytes.
+        let y = unsafe { _mm256_loadu_si256(y.as_ptr().cast()) };
         let p = |r: usize| _mm256_maddubs_epi16(w[r], y);
         let s = reduce4_by::<true>(p(0), p(1), p(2), p(3));
-        _mm_madd_epi16(s, _mm_set1_epi16(1))
+        _mm256_cvtepi32_epi64(_mm_madd_epi16(s, _mm_set1_epi16(1)))
+    } else if Q41 {
+        // SAFETY: 8k + 8 ≤ 32 bytes of `y`.
+        let yk = |k: usize| unsafe {
+            _mm256_set1_epi64x(y.as_ptr().add(8 * k).cast::<i64>().read_unaligned())
+        };
+        let p = |k: usize| _mm256_maddubs_epi16(w[k], yk(k));
+        let s = _mm256_add_epi16(_mm256_add_epi16(p(0), p(1)), _mm256_add_epi16(p(2), p(3)));
+        let s = _mm256_madd_epi16(s, _mm256_set1_epi16(1));
+        _mm256_add_epi32(s, _mm256_srli_epi64(s, 32))
     } else {
+        // SAFETY: 32 bytes.
+        let y = unsafe { _mm256_loadu_si256(y.as_ptr().cast()) };
         let d = |r: usize| dot_madd(w[r], _mm256_sign_epi8(y, sgn[r]));
-        reduce4_by::<false>(d(0), d(1), d(2), d(3))
+        _mm256_cvtepi32_epi64(reduce4_by::<false>(d(0), d(1), d(2), d(3)))
     }
 }
 
-/// [`dot4_avx2`] with `vpdpbusd` (AVX-512 VNNI, VL).
+/// [`dot4_avx2`] with `vpdpbusd` (AVX-512 VNNI, VL), the rows as they are.
 #[target_feature(enable = "avx2,avx512vl,avx512vnni")]
-fn dot4_vnni<const Q41: bool>(w: &[__m256i; 4], sgn: &[__m256i; 4], y: __m256i) -> __m128i {
+fn dot4_vnni<const Q41: bool>(
+    w: &[__m256i; 4],
+    sgn: &[__m256i; 4],
+    y: &[i8; 32],
+    _tile: bool,
+) -> __m256i {
+    // SAFETY: 32 bytes.
+    let y = unsafe { _mm256_loadu_si256(y.as_ptr().cast()) };
     let d = |r: usize| dot_vnni(w[r], if Q41 { y } else { _mm256_sign_epi8(y, sgn[r]) });
-    reduce4_by::<false>(d(0), d(1), d(2), d(3))
+    _mm256_cvtepi32_epi64(reduce4_by::<false>(d(0), d(1), d(2), d(3)))
 }
 
 /// Guessed base below the first block's shift: weight scales of one row
@@ -260,10 +319,11 @@ fn pair(lo: i32, hi: i32) -> __m256i {
     _mm256_set1_epi64x(((hi as i64) << 32) | (lo as u32 as i64))
 }
 
-/// Stamps the fused kernel for one instruction set (`$dot4`: the four
-/// rows' byte dots of a block, reduced).
+/// Stamps the fused kernel for one instruction set (`$prep`: the block's
+/// weight bytes rearranged once for the tile; `$dot4`: the four rows' byte
+/// dots of a block, reduced).
 macro_rules! fused_kernel {
-    ($(#[$doc:meta])* $name:ident, $features:literal, $dot4:ident) => {
+    ($(#[$doc:meta])* $name:ident, $features:literal, $prep:ident, $dot4:ident) => {
         $(#[$doc])*
         #[target_feature(enable = $features)]
         fn $name<const Q41: bool, const N: usize>(
@@ -349,21 +409,21 @@ macro_rules! fused_kernel {
                     let abs = |i: usize| _mm256_sign_epi8(x[i], x[i]);
                     ([abs(0), abs(1), abs(2), abs(3)], x)
                 };
+                let w = $prep::<Q41>(w, N > 1);
                 // Two phases per block: every input row's four byte dots,
                 // then every row's exact scaling, so that the long chain of
                 // one row's dots and reduction overlaps the others'.
-                let mut sums = [_mm_setzero_si128(); N];
+                let mut sums = [zero; N];
                 for (j, sum) in sums.iter_mut().enumerate().take(n) {
                     // SAFETY: j < n and b < nb, and `in_bounds` checked
-                    // t.qs[j].len() ≥ nb·QK.
-                    let y = unsafe { _mm256_loadu_si256(t.qs[j].as_ptr().add(b * QK).cast()) };
-                    *sum = $dot4::<Q41>(&w, &sgn, y);
+                    // t.qs[j].len() ≥ nb·QK, so b·QK + 32 bytes are there.
+                    let y = unsafe { &*t.qs[j].as_ptr().add(b * QK).cast::<[i8; 32]>() };
+                    *sum = $dot4::<Q41>(&w, &sgn, y, N > 1);
                 }
-                for (j, &sum) in sums.iter().enumerate().take(n) {
+                for (j, &sumi) in sums.iter().enumerate().take(n) {
                     // SAFETY: j < n and b < nb, and `in_bounds` checked
                     // t.sc[j].len() ≥ nb.
                     let s = unsafe { t.sc[j].get_unchecked(b) };
-                    let sumi = _mm256_cvtepi32_epi64(sum);
                     // c = [dm·sdm, mm·ssm] per row, sh = [drel + sdrel, mrel + ssrel].
                     let c = _mm256_mullo_epi32(wm, pair(s.dm, s.sm));
                     let sh = _mm256_add_epi32(rel, pair(s.drel as i32, s.srel as i32));
@@ -419,6 +479,7 @@ fused_kernel!(
     /// `vpmuldq` reads the even (`d`) lanes, and the `m` lanes are moved down.
     fused_avx2,
     "avx2",
+    prep_avx2,
     dot4_avx2
 );
 
@@ -426,6 +487,7 @@ fused_kernel!(
     /// [`fused_avx2`] with the byte dots in `vpdpbusd` (AVX-512 VNNI, VL).
     fused_vnni,
     "avx2,avx512vl,avx512vnni",
+    prep_vnni,
     dot4_vnni
 );
 
