@@ -189,7 +189,7 @@ pub fn verify(path: &Path, model: Option<&Path>, threads: usize) -> Res<ExitCode
             }
         }
     };
-    let mapped = Mapped::open(&model_path)?;
+    let mapped = Mapped::open_for_run(&model_path)?;
     let sha = mapped.sha256();
     if sha != t.sha256 {
         println!(
