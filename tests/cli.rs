@@ -5,9 +5,11 @@
 //! * `tokenize --jsonl` gives the ids of the library's `Tokenizer`;
 //! * `generate --json` with several prompts (one continuous batch) gives each
 //!   prompt the ids and digest of its solo run;
-//! * `bench --json` peak RSS is at most 1.10 × (model file + KV cache) (issue #9).
+//! * `bench --json` peak RSS is at most 1.10 × (model file + KV cache) (issue #9);
+//! * `generate` gives the same output with the model read into memory (the
+//!   default) and with it mapped (`DETLLM_MMAP=1`).
 //!
-//! The last three need SmolLM2-135M (scripts/test.sh fetches it; without it they
+//! The last four need SmolLM2-135M (scripts/test.sh fetches it; without it they
 //! print a NOTICE naming the missing path and return).
 #![cfg(feature = "cli")]
 
@@ -145,7 +147,20 @@ fn tokenize_jsonl_matches_the_library() {
 
 /// `(ids, digest)` of each JSON object `generate --json` prints.
 fn generate(model: &std::path::Path, prompts: &[&str], extra: &[&str]) -> Vec<(Value, String)> {
+    generate_env(model, prompts, extra, None)
+}
+
+/// [`generate`] with one environment variable set.
+fn generate_env(
+    model: &std::path::Path,
+    prompts: &[&str],
+    extra: &[&str],
+    env: Option<(&str, &str)>,
+) -> Vec<(Value, String)> {
     let mut cmd = bin();
+    if let Some((k, v)) = env {
+        cmd.env(k, v);
+    }
     cmd.args(["generate", "--json", "--max-tokens", "8", "--model"])
         .arg(model)
         .args(extra);
@@ -197,6 +212,21 @@ fn generate_json_batched_equals_each_solo_run() {
             assert_eq!(b.1.len(), 64);
         }
     }
+}
+
+/// The model read into anonymous (huge-page) memory, the default for
+/// `generate`, and the plain file mapping (`DETLLM_MMAP=1`) give the same
+/// tokens and digests.
+#[test]
+fn generate_same_whichever_way_the_model_is_loaded() {
+    let Some(model) = util::model_path() else {
+        return;
+    };
+    let prompts = ["The capital of France is", "1, 2, 3, 4,"];
+    let read = generate_env(&model, &prompts, &[], None);
+    let mapped = generate_env(&model, &prompts, &[], Some(("DETLLM_MMAP", "1")));
+    assert_eq!(read.len(), prompts.len());
+    assert_eq!(read, mapped);
 }
 
 /// Issue #9: `bench` peak RSS (VmHWM) is at most the model file plus the KV
