@@ -17,8 +17,9 @@
 //! block's weights transposed once so that each row's pairs land in their own
 //! 64-bit lane and no tree is needed ([`dot4_avx2`]). Then `sumi · (mw·ma)` as `i64`
 //! (`vpmuldq`) shifted by the relative exponent (`vpsllvq`) and added. A tile
-//! of input rows does every row's byte dots of a block first and then every
-//! row's scaling, so the rows' dependency chains overlap.
+//! of input rows does every block's byte dots for all its rows first (kept,
+//! with the block's decoded scales, in a chunk-sized scratch), then each
+//! row's exact scaling over the blocks with its two sums in registers.
 //!
 //! ## Unsafe review
 //! * Every `unsafe` block is a call of a `#[target_feature]` function, made
@@ -31,12 +32,14 @@
 //!   of the kernel, to cover every byte the loop reads (each such block
 //!   states the inequality).
 //! * No pointer arithmetic beyond those checked slices, no writes through
-//!   pointers, no uninitialised memory.
+//!   pointers. Uninitialised memory only in the tile kernel's scratch
+//!   (`MaybeUninit`), whose entries `(b < nb, j < n)` the block loop writes
+//!   before the scaling loop, over the same bounds, reads them.
 #![allow(unsafe_code)]
 
 use super::GgmlType;
 use super::act::ActScale;
-use super::act::ChunkScale;
+use super::act::{CHUNK_BLOCKS, ChunkScale};
 use super::block::QK;
 use super::fast::{
     ACT_TILE, ActTile, Fused, FusedKernels, Kernel, LIM_Q4_1_D, LIM_Q4_1_M, LIM_Q8_0_D, ROW_GROUP,
@@ -340,6 +343,7 @@ macro_rules! fused_kernel {
                 && group.len() >= ROW_GROUP * rb
                 && (b0 + nb) * bs <= rb
                 && nb > 0
+                && nb <= CHUNK_BLOCKS
                 && n >= 1
                 && (0..n).all(|j| t.qs[j].len() >= nb * QK && t.sc[j].len() >= nb);
             if !in_bounds {
@@ -377,6 +381,26 @@ macro_rules! fused_kernel {
             // lets the shifts compile to a bare `vpsllvq`.
             let six = _mm256_set1_epi64x(63);
             let ones64 = _mm256_set1_epi64x(1);
+            // One block's exact terms added to a row's sums: c = [dm·sdm,
+            // mm·ssm] per weight row, sh = [drel + sdrel, mrel + ssrel].
+            let scale = |ad: __m256i, am: __m256i, wm, rel, sumi, s: &ActScale| {
+                let c = _mm256_mullo_epi32(wm, pair(s.dm, s.sm));
+                let sh = _mm256_add_epi32(rel, pair(s.drel as i32, s.srel as i32));
+                let td = _mm256_mul_epi32(c, sumi);
+                let ad = _mm256_add_epi64(ad, _mm256_sllv_epi64(td, _mm256_and_si256(sh, six)));
+                if !Q41 {
+                    return (ad, am);
+                }
+                let tm = _mm256_mul_epi32(_mm256_srli_epi64(c, 32), ones64);
+                let shm = _mm256_and_si256(_mm256_srli_epi64(sh, 32), six);
+                (ad, _mm256_add_epi64(am, _mm256_sllv_epi64(tm, shm)))
+            };
+            // A tile's per-block weight scales and dots (N > 1; else unused).
+            use core::mem::MaybeUninit;
+            let uninit = MaybeUninit::<__m256i>::uninit();
+            let mut tile_w = [uninit; CHUNK_BLOCKS];
+            let mut tile_rel = [uninit; CHUNK_BLOCKS];
+            let mut tile_sums = [[uninit; N]; CHUNK_BLOCKS];
             for b in 0..nb {
                 let blk = b0 + b;
                 let (wm, rel, wbad) = f16_rel8(head(blk), base1);
@@ -410,31 +434,47 @@ macro_rules! fused_kernel {
                     ([abs(0), abs(1), abs(2), abs(3)], x)
                 };
                 let w = $prep::<Q41>(w, N > 1);
-                // Two phases per block: every input row's four byte dots,
-                // then every row's exact scaling, so that the long chain of
-                // one row's dots and reduction overlaps the others'.
-                let mut sums = [zero; N];
-                for (j, sum) in sums.iter_mut().enumerate().take(n) {
-                    // SAFETY: j < n and b < nb, and `in_bounds` checked
-                    // t.qs[j].len() ≥ nb·QK, so b·QK + 32 bytes are there.
-                    let y = unsafe { &*t.qs[j].as_ptr().add(b * QK).cast::<[i8; 32]>() };
-                    *sum = $dot4::<Q41>(&w, &sgn, y, N > 1);
-                }
-                for (j, &sumi) in sums.iter().enumerate().take(n) {
-                    // SAFETY: j < n and b < nb, and `in_bounds` checked
-                    // t.sc[j].len() ≥ nb.
-                    let s = unsafe { t.sc[j].get_unchecked(b) };
-                    // c = [dm·sdm, mm·ssm] per row, sh = [drel + sdrel, mrel + ssrel].
-                    let c = _mm256_mullo_epi32(wm, pair(s.dm, s.sm));
-                    let sh = _mm256_add_epi32(rel, pair(s.drel as i32, s.srel as i32));
-                    let td = _mm256_mul_epi32(c, sumi);
-                    acc_d[j] =
-                        _mm256_add_epi64(acc_d[j], _mm256_sllv_epi64(td, _mm256_and_si256(sh, six)));
-                    if Q41 {
-                        let tm = _mm256_mul_epi32(_mm256_srli_epi64(c, 32), ones64);
-                        acc_m[j] =
-                            _mm256_add_epi64(acc_m[j], _mm256_sllv_epi64(tm, _mm256_and_si256(_mm256_srli_epi64(sh, 32), six)));
+                if N > 1 {
+                    // A tile: this block's dots of every input row now, the
+                    // exact scaling per input row after the last block, with
+                    // its sums in registers.
+                    tile_w[b].write(wm);
+                    tile_rel[b].write(rel);
+                    for (j, sum) in tile_sums[b].iter_mut().enumerate().take(n) {
+                        // SAFETY: j < n and b < nb, and `in_bounds` checked
+                        // t.qs[j].len() ≥ nb·QK, so b·QK + 32 bytes are there.
+                        let y = unsafe { &*t.qs[j].as_ptr().add(b * QK).cast::<[i8; 32]>() };
+                        sum.write($dot4::<Q41>(&w, &sgn, y, true));
                     }
+                    continue;
+                }
+                // SAFETY: b < nb, and `in_bounds` checked t.qs[0].len() ≥ nb·QK.
+                let y = unsafe { &*t.qs[0].as_ptr().add(b * QK).cast::<[i8; 32]>() };
+                let sumi = $dot4::<Q41>(&w, &sgn, y, false);
+                // SAFETY: b < nb, and `in_bounds` checked t.sc[0].len() ≥ nb.
+                let s = unsafe { t.sc[0].get_unchecked(b) };
+                (acc_d[0], acc_m[0]) = scale(acc_d[0], acc_m[0], wm, rel, sumi, s);
+            }
+            if N > 1 {
+                for j in 0..n {
+                    let (mut ad, mut am) = (zero, zero);
+                    for b in 0..nb {
+                        // SAFETY: j < n and b < nb, and `in_bounds` checked
+                        // t.sc[j].len() ≥ nb.
+                        let s = unsafe { t.sc[j].get_unchecked(b) };
+                        // SAFETY: the block loop above wrote entry b of
+                        // `tile_w` and `tile_rel` and entry (b, j) of
+                        // `tile_sums` for every b < nb and j < n.
+                        let (wm, rel, sumi) = unsafe {
+                            (
+                                tile_w[b].assume_init(),
+                                tile_rel[b].assume_init(),
+                                tile_sums[b][j].assume_init(),
+                            )
+                        };
+                        (ad, am) = scale(ad, am, wm, rel, sumi, s);
+                    }
+                    (acc_d[j], acc_m[j]) = (ad, am);
                 }
             }
             let (hi, base1, badv) = (store8(hi), store8(base1), store8(bad));
