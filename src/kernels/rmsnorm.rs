@@ -6,7 +6,7 @@
 //! this profile keeps the sum in f32 so no wider float type is needed.
 
 use super::check_len;
-use crate::float::mul_try;
+use crate::float::{add_same_sign_try, mul_try};
 use crate::{F32, Result};
 
 /// RMS normalisation of one row (see the module docs for the exact order).
@@ -43,7 +43,7 @@ pub(crate) fn rmsnorm_body(x: &[F32], w: &[F32], eps: F32, out: &mut [F32]) -> R
     squares(x, out);
     let mut ss = F32::ZERO;
     for &sq in out.iter() {
-        ss = ss + sq;
+        ss = add_sq(ss, sq);
     }
     scale_row(x, w, eps, ss, out);
     Ok(())
@@ -73,16 +73,26 @@ pub(crate) fn rmsnorm_rows_body(x: &[F32], w: &[F32], eps: F32, out: &mut [F32])
         let (o0, o1) = o01.split_at(d);
         let (o2, o3) = o23.split_at(d);
         for (((&a, &b), &c), &e) in o0.iter().zip(o1).zip(o2).zip(o3) {
-            ss[0] = ss[0] + a;
-            ss[1] = ss[1] + b;
-            ss[2] = ss[2] + c;
-            ss[3] = ss[3] + e;
+            ss[0] = add_sq(ss[0], a);
+            ss[1] = add_sq(ss[1], b);
+            ss[2] = add_sq(ss[2], c);
+            ss[3] = add_sq(ss[3], e);
         }
         for ((xr, or), ss) in xs.chunks_exact(d).zip(os.chunks_exact_mut(d)).zip(ss) {
             scale_row(xr, w, eps, ss, or);
         }
     }
     Ok(())
+}
+
+/// `ss + sq`: the same bits as `+`, through the same-sign fast path when
+/// both are normal (a sum of squares is, past its first term).
+#[inline(always)]
+fn add_sq(ss: F32, sq: F32) -> F32 {
+    match add_same_sign_try(ss, sq) {
+        (r, true) => r,
+        _ => ss + sq,
+    }
 }
 
 /// `out_i = x_i · x_i` (equal lengths).
