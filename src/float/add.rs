@@ -36,22 +36,10 @@ pub fn add_try(a: F32, b: F32) -> (F32, bool) {
     let (x, y) = (a.0, b.0);
     let (ax, ay) = (x & ABS_MASK, y & ABS_MASK);
     let normal = is_normal_mag(ax) & is_normal_mag(ay);
-    // Order by magnitude: |big| >= |small|; the result has big's sign.
-    let swap = ax < ay;
-    let big = if swap { y } else { x };
-    let (abig, asmall) = if swap { (ay, ax) } else { (ax, ay) };
-    let eb = abig >> 23;
-    let es = asmall >> 23;
-    let mb = ((abig & SIG_MASK) | IMPLICIT) << 3; // [2^26, 2^27)
-    let ms = ((asmall & SIG_MASK) | IMPLICIT) << 3;
-    // Align: shift right, OR the dropped bits into bit 0 (sticky).
-    let d = eb.wrapping_sub(es).min(31);
-    let shifted = ms >> d;
-    let ms = shifted | ((shifted << d) != ms) as u32;
-    // Same signs: add, normalise a carry by one bit right.
-    let sum = mb + ms; // < 2^28
-    let carry = sum >> 27;
-    let (m_add, e_add) = ((sum >> carry) | (sum & carry), eb + carry);
+    // The result has the sign of the larger magnitude.
+    let big = if ax < ay { y } else { x };
+    let (eb, mb, ms) = aligned(ax, ay);
+    let (m_add, e_add) = add_aligned(eb, mb, ms);
     // Opposite signs: subtract, normalise left (a shift of more than one
     // bit only happens when the exponents differ by at most one, so no bit
     // was dropped). Zero and subnormal results decline.
@@ -62,10 +50,7 @@ pub fn add_try(a: F32, b: F32) -> (F32, bool) {
     let same = (x ^ y) & SIGN_MASK == 0;
     let (m, e) = if same { (m_add, e_add) } else { (m_sub, e_sub) };
     let ok = normal & (same | sub_ok);
-    // m in [2^26, 2^27), e in 1..=255: round off the three extra bits.
-    let m = (m + 3 + ((m >> 3) & 1)) >> 3;
-    let r = (e.wrapping_sub(1) << 23).wrapping_add(m);
-    (F32(r.min(EXP_MASK) | (big & SIGN_MASK)), ok)
+    (round3(m, e, big & SIGN_MASK), ok)
 }
 
 /// [`add_try`]'s same-sign half alone: `(a + b, true)` when both operands
@@ -78,6 +63,17 @@ pub fn add_same_sign_try(a: F32, b: F32) -> (F32, bool) {
     let (x, y) = (a.0, b.0);
     let (ax, ay) = (x & ABS_MASK, y & ABS_MASK);
     let ok = is_normal_mag(ax) & is_normal_mag(ay) & ((x ^ y) & SIGN_MASK == 0);
+    let (eb, mb, ms) = aligned(ax, ay);
+    let (m, e) = add_aligned(eb, mb, ms);
+    (round3(m, e, x & SIGN_MASK), ok)
+}
+
+/// Two normal magnitudes as `(eb, mb, ms)`: the larger one's exponent field
+/// and both significands widened by three bits (guard, round, sticky), the
+/// smaller shifted right to the larger's exponent with the dropped bits
+/// ORed into bit 0.
+#[inline(always)]
+fn aligned(ax: u32, ay: u32) -> (u32, u32, u32) {
     let (abig, asmall) = if ax < ay { (ay, ax) } else { (ax, ay) };
     let eb = abig >> 23;
     let es = asmall >> 23;
@@ -85,13 +81,25 @@ pub fn add_same_sign_try(a: F32, b: F32) -> (F32, bool) {
     let ms = ((asmall & SIG_MASK) | IMPLICIT) << 3;
     let d = eb.wrapping_sub(es).min(31);
     let shifted = ms >> d;
-    let ms = shifted | ((shifted << d) != ms) as u32;
+    (eb, mb, shifted | ((shifted << d) != ms) as u32)
+}
+
+/// Same signs: the aligned significands added, a carry normalised by one
+/// bit right (keeping the sticky bit): `(m in [2^26, 2^27), e)`.
+#[inline(always)]
+fn add_aligned(eb: u32, mb: u32, ms: u32) -> (u32, u32) {
     let sum = mb + ms; // < 2^28
     let carry = sum >> 27;
-    let (m, e) = ((sum >> carry) | (sum & carry), eb + carry);
+    ((sum >> carry) | (sum & carry), eb + carry)
+}
+
+/// `m` in `[2^26, 2^27)` with three extra bits and exponent field `e` in
+/// `1..=255`, rounded to nearest even; exponent overflow gives ∞.
+#[inline(always)]
+fn round3(m: u32, e: u32, sign: u32) -> F32 {
     let m = (m + 3 + ((m >> 3) & 1)) >> 3;
     let r = (e.wrapping_sub(1) << 23).wrapping_add(m);
-    (F32(r.min(EXP_MASK) | (x & SIGN_MASK)), ok)
+    F32(r.min(EXP_MASK) | sign)
 }
 
 /// Every case: specials, zeros and subnormals; exact in a `u128`.
