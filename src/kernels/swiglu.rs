@@ -9,7 +9,7 @@
 
 use super::check_len;
 use super::elementwise::{BLOCK, map_try, mul_assign_body};
-use crate::float::add_try;
+use crate::float::add_same_sign_try;
 use crate::{F32, Result};
 
 /// SwiGLU in place over `gate`.
@@ -34,7 +34,8 @@ pub(crate) fn swiglu_body(gate: &mut [F32], up: &[F32]) {
 }
 
 /// `x = silu(x)` over at most [`BLOCK`] elements: every `exp(-x)`, then
-/// every `1 + e` ([`map_try`]), then every quotient.
+/// every `1 + e` ([`map_try`]; `e ≥ 0`, so the same-sign fast path answers
+/// whenever `e` is normal), then every quotient.
 #[inline(always)]
 fn silu_block(x: &mut [F32]) {
     let mut den = [F32::ZERO; BLOCK];
@@ -42,7 +43,7 @@ fn silu_block(x: &mut [F32]) {
     for (d, &v) in den.iter_mut().zip(x.iter()) {
         *d = (-v).exp();
     }
-    map_try(den, |e| add_try(F32::ONE, e), |e| F32::ONE + e);
+    map_try(den, |e| add_same_sign_try(F32::ONE, e), |e| F32::ONE + e);
     for (v, &d) in x.iter_mut().zip(den.iter()) {
         *v = *v / d;
     }
