@@ -20,28 +20,47 @@ impl KvRead for Rows {
     }
 }
 
-fn f16_of(bits: u32, exp_range: u32) -> u16 {
-    // Finite halves of varied magnitude (subnormals included), random sign.
-    let e = (bits >> 10) % exp_range;
+/// A finite binary16 of exponent field `lo..lo + span` (capped at 30; 0 is
+/// subnormal or zero), random sign and fraction.
+fn f16_of(bits: u32, lo: u32, span: u32) -> u16 {
+    let e = (lo + (bits >> 16) % span.max(1)).min(30);
     ((bits & 0x8000) as u16) | ((e as u16) << 10) | (bits as u16 & 0x3FF)
 }
 
+/// A row of `n` values: usually of one exponent range drawn for the row
+/// (narrow ones take the fixed-point path, wide ones the class path), now
+/// and then a zero, or (if `nonfinite`) ±∞/NaN.
+fn row(next: &mut dyn FnMut() -> u32, n: usize, wide: u32, nonfinite: bool) -> Vec<u16> {
+    let span = 1 + next() % wide;
+    let lo = next() % (32 - span);
+    (0..n)
+        .map(|_| match next() % 200 {
+            0 if nonfinite => 0x7C00 | (next() as u16 & 0x83FF),
+            1 => 0,
+            _ => f16_of(next(), lo, span),
+        })
+        .collect()
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+    #![proptest_config(ProptestConfig::with_cases(256))]
     #[test]
     fn grouped_equals_per_head(
-        n_kv in 1usize..3, group in 1usize..5, hd_blocks in 1usize..5, n_ctx in 1usize..40,
-        seed in any::<u64>(), exp_range in 1u32..31,
+        n_kv in 1usize..3, group in 1usize..5, hd_blocks in 1usize..9, n_ctx in 1usize..80,
+        seed in any::<u64>(), wide in 1u32..31, nonfinite in proptest::bool::weighted(0.1),
+        q_scale in 0u32..20, q_wide in 1u32..24,
     ) {
         let hd = hd_blocks * 8;
         let n_head = n_kv * group;
         let mut s = seed;
         let mut next = || { s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407); (s >> 32) as u32 };
         let rows = Rows {
-            k: (0..n_ctx).map(|_| (0..n_kv * hd).map(|_| f16_of(next(), exp_range)).collect()).collect(),
-            v: (0..n_ctx).map(|_| (0..n_kv * hd).map(|_| f16_of(next(), exp_range)).collect()).collect(),
+            k: (0..n_ctx).map(|_| row(&mut next, n_kv * hd, wide, nonfinite)).collect(),
+            v: (0..n_ctx).map(|_| row(&mut next, n_kv * hd, wide, nonfinite)).collect(),
         };
-        let q: Vec<F32> = (0..n_head * hd).map(|_| F32::from_f16_bits(f16_of(next(), exp_range))).collect();
+        let q: Vec<F32> = (0..n_head * hd)
+            .map(|_| F32::from_f16_bits(f16_of(next(), q_scale, q_wide)))
+            .collect();
         let scale = F32::from_bits(0x3E00_0000); // 0.125
         let mut small = vec![F32::ZERO; n_ctx];
         let mut big = vec![F32::ZERO; n_ctx * group];
@@ -49,6 +68,7 @@ proptest! {
         let mut b = vec![F32::ZERO; n_head * hd];
         attention(&q, &rows, n_ctx, n_head, n_kv, hd, scale, &mut small, &mut a).unwrap();
         attention(&q, &rows, n_ctx, n_head, n_kv, hd, scale, &mut big, &mut b).unwrap();
-        prop_assert_eq!(a, b);
+        let bits = |v: &[F32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        prop_assert_eq!(bits(&a), bits(&b));
     }
 }

@@ -115,8 +115,13 @@ pub fn attention<K: KvRead + ?Sized>(
 pub const MAX_GROUP: usize = 4;
 
 /// The `group` heads `qg` (group, head_dim) that share the KV head at column
-/// `k0`, over an F16 cache: the same exact arithmetic as [`head_f16`] for
-/// each head (so the same bits), with each K and V row split once.
+/// `k0`, over an F16 cache: the same exact sums as [`head_f16`] for each
+/// head (so the same bits), each K and V row read once for the group.
+///
+/// Rows take a fixed-point path ([`qk_row`], [`pv_row`]) when their values
+/// fit its window; the rare others are redone afterwards by the
+/// exponent-class sums of [`head_f16`] ([`qk_classes`], [`pv_classes`]).
+/// Both are exact, so which rows take which path does not change a bit.
 #[allow(clippy::too_many_arguments)]
 fn group_f16<K: KvRead + ?Sized>(
     qg: &[F32],
@@ -129,30 +134,207 @@ fn group_f16<K: KvRead + ?Sized>(
     og: &mut [F32],     // (group, head_dim)
 ) -> Result<()> {
     let fns = row_fns();
-    // q of every head rounded to f16 and split once into its two classes.
-    let mut q0 = [[0i32; MAX_HEAD_DIM]; MAX_GROUP];
-    let mut q1 = [[0i32; MAX_HEAD_DIM]; MAX_GROUP];
+    // q of every head rounded to f16 and fixed at its own base.
+    let mut qx = [0i32; MAX_GROUP * MAX_HEAD_DIM];
+    let mut q_base = [0u32; MAX_GROUP];
     let mut q_bad = [false; MAX_GROUP];
-    let mut qb = [0u16; MAX_HEAD_DIM];
-    for (gi, qh) in qg.chunks_exact(hd).enumerate() {
-        for (b, &x) in qb.iter_mut().zip(qh) {
-            *b = x.to_f16_bits();
-        }
-        q_bad[gi] = (fns.split)(&qb[..hd], &mut q0[gi][..hd], &mut q1[gi][..hd]);
+    let mut q_fits = true;
+    let mut qb = [0u16; MAX_GROUP * MAX_HEAD_DIM];
+    let qb = &mut qb[..group * hd];
+    for (b, &x) in qb.iter_mut().zip(qg) {
+        *b = x.to_f16_bits();
     }
-    let mut r0 = [0i32; MAX_HEAD_DIM];
-    let mut r1 = [0i32; MAX_HEAD_DIM];
-    for t in 0..n_ctx {
+    for (gi, qh) in qb.chunks_exact(hd).enumerate() {
+        q_base[gi] = max_sh(qh).saturating_sub(WIN_Q);
+        let (fits, bad) = fix_row(qh, q_base[gi], &mut qx[gi * hd..(gi + 1) * hd]);
+        (q_fits, q_bad[gi]) = (q_fits && fits, bad);
+    }
+    let qx = &qx[..group * hd];
+    let mut x = [0i32; MAX_HEAD_DIM];
+    // K rows left out, for the class path (past MISS_LIST, it rechecks all).
+    let mut miss = [0u32; MISS_LIST];
+    let mut n_miss = 0;
+    for t in (0..n_ctx).filter(|_| q_fits) {
         let KvSlice::F16(k) = kv.k(t) else {
             return Err(Error::InvalidConfig);
         };
         let k = k.get(k0..k0 + hd).ok_or(Error::InvalidConfig)?;
-        let k_bad = (fns.split)(k, &mut r0[..hd], &mut r1[..hd]);
+        let mut dots = [0i64; MAX_GROUP];
+        let Some((k_base, k_bad)) = (fns.qk)(k, qx, &mut x, &mut dots[..group]) else {
+            if let Some(m) = miss.get_mut(n_miss) {
+                *m = t as u32;
+            }
+            n_miss += 1;
+            continue;
+        };
         for gi in 0..group {
-            let [b0, b1, b2] = (fns.dot)(&q0[gi][..hd], &q1[gi][..hd], &r0[..hd], &r1[..hd]);
+            // Σ q·k = dot · 2^(q_base + k_base − 48), below 2^121.
+            let acc = ExactAcc {
+                sum: dots[gi] as i128,
+                nonfinite: q_bad[gi] | k_bad,
+            };
+            scores[gi * n_ctx + t] = acc.finish_scaled(q_base[gi] + k_base);
+        }
+    }
+    let gh = (group, hd);
+    if !q_fits {
+        qk_classes(qb, kv, k0, n_ctx, gh, &mut (0..n_ctx), None, scores)?;
+    } else if n_miss > MISS_LIST {
+        qk_classes(qb, kv, k0, n_ctx, gh, &mut (0..n_ctx), Some(qx), scores)?;
+    } else if n_miss > 0 {
+        let rows = &mut miss[..n_miss].iter().map(|&t| t as usize);
+        qk_classes(qb, kv, k0, n_ctx, gh, rows, None, scores)?;
+    }
+    if n_ctx > 0 {
+        for sh in scores.chunks_exact_mut(n_ctx) {
+            softmax(sh, scale, n_ctx)?;
+        }
+    }
+    pv_group(kv, k0, n_ctx, gh, scores, og)
+}
+
+/// `og[h][d] = Σ_t p_h,t · v_t[d]` for the group's probabilities `scores`
+/// (group, n_ctx), each rounded to binary16, exactly. Each V row in the
+/// window adds `P·x` (`P = p·2^24`, `x = v·2^(24 − v_base)`) to one `i64` per
+/// (head, d); [`pv_classes`] redoes the others.
+pub(crate) fn pv_group<K: KvRead + ?Sized>(
+    kv: &K,
+    k0: usize,
+    n_ctx: usize,
+    (group, hd): (usize, usize),
+    scores: &[F32],
+    og: &mut [F32],
+) -> Result<()> {
+    if group > MAX_GROUP
+        || hd > MAX_HEAD_DIM
+        || scores.len() < group * n_ctx
+        || og.len() != group * hd
+    {
+        return Err(Error::InvalidConfig);
+    }
+    let fns = row_fns();
+    let mut v_max = 0;
+    for t in 0..n_ctx {
+        let KvSlice::F16(v) = kv.v(t) else {
+            return Err(Error::InvalidConfig);
+        };
+        v_max = v_max.max(max_sh(v.get(k0..k0 + hd).ok_or(Error::InvalidConfig)?));
+    }
+    let v_base = v_max.saturating_sub(WIN_V);
+    let mut fast = [0i64; MAX_GROUP * MAX_HEAD_DIM];
+    let fast = &mut fast[..group * hd];
+    let mut x = [0i32; MAX_HEAD_DIM];
+    let mut p_total = 0u64;
+    let mut bad = [false; MAX_GROUP];
+    let mut missed = false;
+    for t in 0..n_ctx {
+        let KvSlice::F16(v) = kv.v(t) else {
+            return Err(Error::InvalidConfig);
+        };
+        let v = v.get(k0..k0 + hd).ok_or(Error::InvalidConfig)?;
+        let (p, p_row) = p_ints(scores, n_ctx, t, group, &mut bad);
+        p_total = p_total.saturating_add(p_row);
+        match p.map(|p| (fns.pv)(v, v_base, &p[..group], &mut x, fast)) {
+            Some(Some(v_bad)) => {
+                for x in &mut bad[..group] {
+                    *x |= v_bad;
+                }
+            }
+            _ => missed = true,
+        }
+    }
+    // The sums are below 2^62 when Σ|P| ≤ P_TOTAL (always, for softmax
+    // outputs); past it they may have wrapped, and every row is redone.
+    let all = p_total > P_TOTAL;
+    if missed || all {
+        return pv_classes(
+            kv,
+            k0,
+            n_ctx,
+            (group, hd),
+            scores,
+            (v_base, all),
+            fast,
+            &bad,
+            og,
+        );
+    }
+    for ((oh, fh), &bad) in og.chunks_exact_mut(hd).zip(fast.chunks_exact(hd)).zip(&bad) {
+        for (o, &f) in oh.iter_mut().zip(fh) {
+            let acc = ExactAcc {
+                sum: f as i128,
+                nonfinite: bad,
+            };
+            *o = acc.finish_scaled(v_base);
+        }
+    }
+    Ok(())
+}
+
+/// Row `t`'s probabilities of the group's heads as binary16 integers
+/// `P = p · 2^24` (exact: a binary16 of at most 1 is a multiple of 2^-24),
+/// `None` if any is above 1 or not finite, and `Σ|P|` (saturating); marks
+/// the heads whose p is ±∞ or NaN in `bad`.
+#[inline(always)]
+fn p_ints(
+    scores: &[F32],
+    n_ctx: usize,
+    t: usize,
+    group: usize,
+    bad: &mut [bool; MAX_GROUP],
+) -> (Option<[i32; MAX_GROUP]>, u64) {
+    let mut p = [0i32; MAX_GROUP];
+    let (mut total, mut fit) = (0u64, true);
+    for gi in 0..group {
+        let pb = scores[gi * n_ctx + t].to_f16_bits();
+        bad[gi] |= f16_nonfinite(pb);
+        let (m, sh) = crate::quant::fixed::f16_fixed(pb);
+        let mag = (m.unsigned_abs() as u64) << sh;
+        fit &= mag <= P_ONE; // also false for ±∞/NaN (sh = 30)
+        p[gi] = if mag <= P_ONE { m << sh } else { 0 };
+        total = total.saturating_add(mag);
+    }
+    (fit.then_some(p), total)
+}
+
+/// K rows [`group_f16`]'s fixed-point pass lists before it rechecks them
+/// all.
+const MISS_LIST: usize = 32;
+
+/// The scores of K rows `rows` by exponent-class sums (`qb`: the group's q
+/// rows as binary16), except those that fit the fixed-point pass with `qx`
+/// if given (already done).
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+fn qk_classes<K: KvRead + ?Sized>(
+    qb: &[u16],
+    kv: &K,
+    k0: usize,
+    n_ctx: usize,
+    (group, hd): (usize, usize),
+    rows: &mut dyn Iterator<Item = usize>,
+    qx: Option<&[i32]>,
+    scores: &mut [F32],
+) -> Result<()> {
+    let fns = row_fns();
+    let (mut q0, mut q1) = ([0i32; MAX_HEAD_DIM], [0i32; MAX_HEAD_DIM]);
+    let (mut r0, mut r1) = ([0i32; MAX_HEAD_DIM], [0i32; MAX_HEAD_DIM]);
+    for t in rows {
+        let KvSlice::F16(k) = kv.k(t) else {
+            return Err(Error::InvalidConfig);
+        };
+        let k = k.get(k0..k0 + hd).ok_or(Error::InvalidConfig)?;
+        let mut dots = [0i64; MAX_GROUP];
+        if qx.is_some_and(|qx| (fns.qk)(k, qx, &mut r0, &mut dots[..group]).is_some()) {
+            continue;
+        }
+        let k_bad = split_row(k, &mut r0[..hd], &mut r1[..hd]);
+        for (gi, qh) in qb.chunks_exact(hd).enumerate().take(group) {
+            let q_bad = split_row(qh, &mut q0[..hd], &mut q1[..hd]);
+            let [b0, b1, b2] = dot_classes(&q0[..hd], &q1[..hd], &r0[..hd], &r1[..hd]);
             let mut acc = ExactAcc {
                 sum: 0,
-                nonfinite: q_bad[gi] | k_bad,
+                nonfinite: q_bad | k_bad,
             };
             acc.add_shifted(b0, 0);
             acc.add_shifted(b1, 15);
@@ -160,31 +342,49 @@ fn group_f16<K: KvRead + ?Sized>(
             scores[gi * n_ctx + t] = acc.finish();
         }
     }
-    if n_ctx > 0 {
-        for sh in scores.chunks_exact_mut(n_ctx) {
-            softmax(sh, scale, n_ctx)?;
-        }
-    }
-    // out_h[d] = Σ_t p_h,t · v_t[d]: per head three i64 class sums per d,
-    // flushed into i128 every F16_FLUSH positions (as head_f16).
+    Ok(())
+}
+
+/// [`group_f16`]'s outputs when its fixed-point pass left out V rows (all
+/// of them when `all`): those rows' exponent-class sums (three `i64` per
+/// head and d, flushed into `i128` every F16_FLUSH rows, as [`head_f16`])
+/// plus, unless `all`, the pass's sums `fast` at `v_base`.
+#[inline(never)]
+#[allow(clippy::too_many_arguments)]
+fn pv_classes<K: KvRead + ?Sized>(
+    kv: &K,
+    k0: usize,
+    n_ctx: usize,
+    (group, hd): (usize, usize),
+    scores: &[F32],
+    (v_base, all): (u32, bool),
+    fast: &[i64],
+    bad: &[bool; MAX_GROUP],
+    og: &mut [F32],
+) -> Result<()> {
     let mut b = [[[0i64; MAX_HEAD_DIM]; 3]; MAX_GROUP];
     let mut wide = [[ExactAcc::default(); MAX_HEAD_DIM]; MAX_GROUP];
-    let mut bad = [false; MAX_GROUP];
+    let (mut r0, mut r1) = ([0i32; MAX_HEAD_DIM], [0i32; MAX_HEAD_DIM]);
+    let mut bad = *bad;
     for t in 0..n_ctx {
         let KvSlice::F16(v) = kv.v(t) else {
             return Err(Error::InvalidConfig);
         };
         let v = v.get(k0..k0 + hd).ok_or(Error::InvalidConfig)?;
-        let v_bad = (fns.split)(v, &mut r0[..hd], &mut r1[..hd]);
+        let (p, _) = p_ints(scores, n_ctx, t, group, &mut bad);
+        // The fixed-point pass took the row iff p fit and v fits.
+        if !all && p.is_some() && fix_row(v, v_base, &mut r0[..hd]).0 {
+            continue;
+        }
+        let v_bad = split_row(v, &mut r0[..hd], &mut r1[..hd]);
         for gi in 0..group {
-            let pb = scores[gi * n_ctx + t].to_f16_bits();
-            bad[gi] |= v_bad | f16_nonfinite(pb);
-            let (pv, pa) = f16_split(pb);
+            bad[gi] |= v_bad;
+            let (pv, pa) = f16_split(scores[gi * n_ctx + t].to_f16_bits());
             // class(p·v_d) = class(p) + class(v_d): p's class picks the two
-            // buckets, each takes one product per position (as before).
+            // buckets, each takes one product per position.
             let [c0, c1, c2] = &mut b[gi];
             let (lo, hi) = if pa == 0 { (c0, c1) } else { (c1, c2) };
-            (fns.axpy)(pv, &r0[..hd], &r1[..hd], &mut lo[..hd], &mut hi[..hd]);
+            axpy2(pv, &r0[..hd], &r1[..hd], &mut lo[..hd], &mut hi[..hd]);
         }
         if (t + 1) % F16_FLUSH == 0 {
             for gi in 0..group {
@@ -194,7 +394,10 @@ fn group_f16<K: KvRead + ?Sized>(
     }
     for (gi, oh) in og.chunks_exact_mut(hd).enumerate() {
         flush(&mut b[gi], &mut wide[gi], hd);
-        for (o, w) in oh.iter_mut().zip(wide[gi].iter_mut()) {
+        for ((o, w), &f) in oh.iter_mut().zip(wide[gi].iter_mut()).zip(&fast[gi * hd..]) {
+            if !all {
+                w.add_shifted(f, v_base);
+            }
             w.nonfinite |= bad[gi];
             *o = w.finish();
         }
@@ -202,22 +405,43 @@ fn group_f16<K: KvRead + ?Sized>(
     Ok(())
 }
 
+/// Fixed-point windows, in binades below a row's largest exponent (values
+/// then below 2^(11 + w)): q rows keep [`WIN_Q`], K rows [`win_k`] (`hd`
+/// products stay below 2^63), V rows [`WIN_V`] below the largest exponent of
+/// all the V rows of the head (values below 2^31). A value further down
+/// sends its row to the exponent-class path: q rows, which take every K row
+/// with them, get the widest window.
+pub(crate) const WIN_Q: u32 = 20;
+/// See [`WIN_Q`].
+pub(crate) const WIN_V: u32 = 20;
+
+/// K rows' window for head_dim `hd` (at most [`MAX_HEAD_DIM`] = 2^8):
+/// `hd · 2^((11 + WIN_Q) + (11 + w))` ≤ 2^63, so at least 13.
+#[inline(always)]
+pub(crate) const fn win_k(hd: usize) -> u32 {
+    let log = usize::BITS - hd.saturating_sub(1).leading_zeros(); // ⌈log2 hd⌉
+    let w = 63u32.saturating_sub(22 + WIN_Q + log);
+    if w < 20 { w } else { 20 }
+}
+/// `1.0` as a `P = p · 2^24`.
+const P_ONE: u64 = 1 << 24;
+/// Largest `Σ|P|` the fast V sums take: with `|y| < 2^31`, below 2^62.
+const P_TOTAL: u64 = 1 << 31;
+
 /// The row kernels of the grouped f16 path (portable, or the same code
 /// compiled for the CPU's SIMD by `quant::simd_x86`; identical integers).
 #[derive(Clone, Copy)]
 pub(crate) struct RowFns {
-    /// [`split_row`].
-    pub split: fn(&[u16], &mut [i32], &mut [i32]) -> bool,
-    /// [`dot_classes`].
-    pub dot: DotFn,
-    /// [`axpy2`].
-    pub axpy: AxpyFn,
+    /// [`qk_row`].
+    pub qk: QkFn,
+    /// [`pv_row`].
+    pub pv: PvFn,
 }
 
-/// Signature of [`dot_classes`].
-pub(crate) type DotFn = fn(&[i32], &[i32], &[i32], &[i32]) -> [i64; 3];
-/// Signature of [`axpy2`].
-pub(crate) type AxpyFn = fn(i32, &[i32], &[i32], &mut [i64], &mut [i64]);
+/// Signature of [`qk_row`].
+pub(crate) type QkFn = fn(&[u16], &[i32], &mut [i32], &mut [i64]) -> Option<(u32, bool)>;
+/// Signature of [`pv_row`].
+pub(crate) type PvFn = fn(&[u16], u32, &[i32], &mut [i32], &mut [i64]) -> Option<bool>;
 
 fn row_fns() -> RowFns {
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
@@ -225,10 +449,95 @@ fn row_fns() -> RowFns {
         return f;
     }
     RowFns {
-        split: split_row,
-        dot: dot_classes,
-        axpy: axpy2,
+        qk: qk_row,
+        pv: pv_row,
     }
+}
+
+/// The largest `sh` ([`crate::quant::fixed::f16_fixed`]) of a row of
+/// binary16 values (30 for ±∞/NaN; 0 for an empty row).
+#[inline(always)]
+pub(crate) fn max_sh(h: &[u16]) -> u32 {
+    let e = h.iter().fold(0u16, |a, &b| a.max(b & 0x7C00)) >> 10;
+    (e.max(1) - 1) as u32
+}
+
+/// Binary16 values `h = mant · 2^(sh − 24)` as `x = mant · 2^(sh − base)`.
+/// Returns `(fits, bad)`: `fits` when no nonzero value has `sh < base`
+/// (else `x` is meaningless), `bad` when any value is ±∞ or NaN. With
+/// `base ≥ max_sh(h) − w`, `|x| < 2^(11 + w)`. Branch-free so that it
+/// vectorizes.
+#[inline(always)]
+pub(crate) fn fix_row(h: &[u16], base: u32, x: &mut [i32]) -> (bool, bool) {
+    let (mut lost, mut bad) = (false, false);
+    for (&b, o) in h.iter().zip(x.iter_mut()) {
+        let (m, sh) = crate::quant::fixed::f16_fixed(b);
+        let d = sh as i32 - base as i32;
+        lost |= d < 0 && m != 0;
+        *o = m << (d.max(0) as u32 & 31);
+        bad |= f16_nonfinite(b);
+    }
+    (!lost, bad)
+}
+
+/// One K row `k` (head_dim values) against the group's fixed q rows `qx`
+/// (`dots.len()` rows of head_dim, windows of [`WIN_Q`]): the row fixed at
+/// `k_base = max_sh(k) − win_k(hd)` (at least 0) into the scratch `x` and
+/// `dots[g] = Σ qx_g·x` exactly. `Some((k_base, bad))`, or `None` (`dots`
+/// not written) when the row does not fit its window.
+#[inline(always)]
+pub(crate) fn qk_row(
+    k: &[u16],
+    qx: &[i32],
+    x: &mut [i32],
+    dots: &mut [i64],
+) -> Option<(u32, bool)> {
+    let hd = k.len();
+    if qx.len() != dots.len() * hd || x.len() < hd {
+        return None;
+    }
+    let base = max_sh(k).saturating_sub(win_k(hd));
+    let (fits, bad) = fix_row(k, base, &mut x[..hd]);
+    if !fits {
+        return None;
+    }
+    for (d, q) in dots.iter_mut().zip(qx.chunks_exact(hd)) {
+        *d = q
+            .iter()
+            .zip(&x[..hd])
+            .map(|(&a, &b)| a as i64 * b as i64)
+            .sum();
+    }
+    Some((base, bad))
+}
+
+/// One V row `v` fixed at `base` (callers pass at least the largest `sh` of
+/// the row minus [`WIN_V`]) into the scratch `x`, added to the group's
+/// sums: `acc[g·hd + d] += p[g] · x[d]`. `Some(bad)`, or `None` (`acc` not
+/// written) when the row does not fit.
+#[inline(always)]
+pub(crate) fn pv_row(
+    v: &[u16],
+    base: u32,
+    p: &[i32],
+    x: &mut [i32],
+    acc: &mut [i64],
+) -> Option<bool> {
+    let hd = v.len();
+    if acc.len() != p.len() * hd || x.len() < hd {
+        return None;
+    }
+    let (fits, bad) = fix_row(v, base, &mut x[..hd]);
+    if !fits {
+        return None;
+    }
+    for (a, &pg) in acc.chunks_exact_mut(hd).zip(p) {
+        for (s, &y) in a.iter_mut().zip(&x[..hd]) {
+            // Wrapping: the caller discards sums that may have wrapped.
+            *s = s.wrapping_add(pg as i64 * y as i64);
+        }
+    }
+    Some(bad)
 }
 
 /// Splits binary16 values `h = v · 2^(15·a − 24)` ([`f16_split`]) by class:
@@ -395,46 +704,190 @@ fn head_f32<K: KvRead + ?Sized>(
 mod tests {
     use super::*;
 
-    /// Every SIMD build of the row kernels the CPU runs gives the portable
-    /// functions' integers, on random f16 rows (all classes, ±∞/NaN, zeros).
+    /// A random binary16 row: exponents in `lo..lo + span` (finite), some
+    /// zeros and subnormals, now and then ±∞/NaN.
+    fn row(next: &mut dyn FnMut() -> u32, lo: u32, span: u32) -> [u16; MAX_HEAD_DIM] {
+        core::array::from_fn(|_| match next() % 64 {
+            0 => 0x7C00 | (next() as u16 & 0x83FF), // ±∞ / NaN
+            1..=4 => next() as u16 & 0x83FF,        // ±0, subnormal
+            _ => {
+                let e = (lo + next() % span.max(1)).min(30) as u16;
+                (next() as u16 & 0x83FF) | (e << 10)
+            }
+        })
+    }
+
+    /// Exact value of a binary16, in units of 2^-24.
+    fn fixed24(h: u16) -> i128 {
+        let (m, sh) = crate::quant::fixed::f16_fixed(h);
+        (m as i128) << sh
+    }
+
+    /// The fixed-point row kernels against exact `i128` sums: when a row
+    /// fits its window, `qk_row`'s dots scaled by the two bases are the
+    /// exact `Σ q·k`, and `pv_row` adds exactly `P·v`; rows of every
+    /// exponent spread (fitting and not) and every SIMD build the CPU runs.
     #[test]
-    fn row_kernel_builds_equal_portable() {
+    fn fixed_row_kernels_are_exact() {
         #[cfg(all(feature = "std", target_arch = "x86_64"))]
-        let builds = crate::quant::simd_x86::attention_variants();
+        let simd = crate::quant::simd_x86::attention_variants();
         #[cfg(not(all(feature = "std", target_arch = "x86_64")))]
-        let builds: [Option<RowFns>; 0] = [];
+        let simd: [Option<RowFns>; 0] = [];
         let mut next = crate::testutil::lcg(0x9E37_79B9_7F4A_7C15u64);
-        for fns in builds.into_iter().flatten() {
-            for hd in [1usize, 7, 16, 64, 100, MAX_HEAD_DIM] {
-                let row = |next: &mut dyn FnMut() -> u32| -> [u16; MAX_HEAD_DIM] {
-                    core::array::from_fn(|_| match next() % 8 {
-                        0 => 0x7C00 | (next() as u16 & 0x83FF), // ±∞ / NaN
-                        1 => next() as u16 & 0x83FF,            // ±0, subnormal
-                        _ => next() as u16,
-                    })
-                };
-                let (a, b) = (row(&mut next), row(&mut next));
-                let split = |f: fn(&[u16], &mut [i32], &mut [i32]) -> bool, h: &[u16]| {
-                    let (mut x0, mut x1) = ([0i32; MAX_HEAD_DIM], [0i32; MAX_HEAD_DIM]);
-                    let bad = f(&h[..hd], &mut x0[..hd], &mut x1[..hd]);
-                    (x0, x1, bad)
-                };
-                let (a0, a1, abad) = split(split_row, &a);
-                let (b0, b1, bbad) = split(split_row, &b);
-                assert_eq!(split(fns.split, &a), (a0, a1, abad), "split, hd {hd}");
-                assert_eq!(split(fns.split, &b), (b0, b1, bbad), "split, hd {hd}");
+        let (mut fitted, mut missed) = (0, 0);
+        for round in 0..2000 {
+            let hd = [1usize, 7, 16, 64, 100, MAX_HEAD_DIM][round % 6];
+            let g = 1 + round % MAX_GROUP;
+            let span = 1 + next() % 31;
+            let lo = next() % 31;
+            let k = row(&mut next, lo, span);
+            let k = &k[..hd];
+            let mut qb = [[0u16; MAX_HEAD_DIM]; MAX_GROUP];
+            let mut qx = [0i32; MAX_GROUP * MAX_HEAD_DIM];
+            let mut q_base = [0u32; MAX_GROUP];
+            let mut q_fits = true;
+            for gi in 0..g {
+                let span = 1 + next() % 18;
+                let lo = next() % 20;
+                qb[gi] = row(&mut next, lo, span);
+                q_base[gi] = max_sh(&qb[gi][..hd]).saturating_sub(WIN_Q);
+                let (fits, _) = fix_row(&qb[gi][..hd], q_base[gi], &mut qx[gi * hd..(gi + 1) * hd]);
+                q_fits &= fits;
+            }
+            if !q_fits {
+                continue;
+            }
+            let finite = |h: &[u16]| h.iter().all(|&b| !f16_nonfinite(b));
+            let mut dots = [0i64; MAX_GROUP];
+            let mut xs = [0i32; MAX_HEAD_DIM];
+            let got = qk_row(k, &qx[..g * hd], &mut xs, &mut dots[..g]);
+            match got {
+                Some((k_base, bad)) => {
+                    fitted += 1;
+                    assert_eq!(bad, !finite(k));
+                    for gi in 0..g {
+                        let exact: i128 = (0..hd).map(|d| fixed24(qb[gi][d]) * fixed24(k[d])).sum();
+                        if finite(k) && finite(&qb[gi][..hd]) {
+                            assert_eq!((dots[gi] as i128) << (q_base[gi] + k_base), exact);
+                        }
+                    }
+                }
+                None => missed += 1,
+            }
+            // pv: the row fixed at the base of its own largest exponent.
+            let base = max_sh(k).saturating_sub(WIN_V);
+            let p: [i32; MAX_GROUP] = core::array::from_fn(|_| (next() % (1 << 25)) as i32);
+            let init: [i64; MAX_GROUP * MAX_HEAD_DIM] = core::array::from_fn(|_| next() as i64);
+            let mut acc = init;
+            let pv = pv_row(k, base, &p[..g], &mut xs, &mut acc[..g * hd]);
+            match pv {
+                Some(bad) => {
+                    assert_eq!(bad, !finite(k));
+                    for gi in 0..g {
+                        for d in 0..hd {
+                            let add = (acc[gi * hd + d] - init[gi * hd + d]) as i128;
+                            if finite(k) {
+                                assert_eq!(add << base, p[gi] as i128 * fixed24(k[d]));
+                            }
+                        }
+                    }
+                }
+                None => assert_eq!(acc, init, "a row that does not fit writes nothing"),
+            }
+            for fns in simd.iter().flatten() {
+                let mut d2 = [0i64; MAX_GROUP];
                 assert_eq!(
-                    (fns.dot)(&a0[..hd], &a1[..hd], &b0[..hd], &b1[..hd]),
-                    dot_classes(&a0[..hd], &a1[..hd], &b0[..hd], &b1[..hd]),
-                    "dot, hd {hd}"
+                    (fns.qk)(k, &qx[..g * hd], &mut xs, &mut d2[..g]),
+                    got,
+                    "qk, hd {hd}"
                 );
-                let p = next() as i32 >> 7;
-                let init: [i64; MAX_HEAD_DIM] = core::array::from_fn(|_| next() as i64);
-                let (mut lo, mut hi) = (init, init);
-                let (mut lo2, mut hi2) = (init, init);
-                axpy2(p, &a0[..hd], &a1[..hd], &mut lo[..hd], &mut hi[..hd]);
-                (fns.axpy)(p, &a0[..hd], &a1[..hd], &mut lo2[..hd], &mut hi2[..hd]);
-                assert_eq!((lo, hi), (lo2, hi2), "axpy, hd {hd}");
+                assert_eq!(d2, dots, "qk, hd {hd}");
+                let mut acc2 = init;
+                assert_eq!(
+                    (fns.pv)(k, base, &p[..g], &mut xs, &mut acc2[..g * hd]),
+                    pv,
+                    "pv, hd {hd}"
+                );
+                assert_eq!(acc2, acc, "pv, hd {hd}");
+            }
+        }
+        assert!(
+            fitted > 100 && missed > 100,
+            "both paths: {fitted} / {missed}"
+        );
+    }
+
+    /// V rows of `HD` values; K rows are not read.
+    struct VRows<const HD: usize>([[u16; HD]; 300]);
+
+    impl<const HD: usize> KvRead for VRows<HD> {
+        fn k(&self, pos: usize) -> KvSlice<'_> {
+            KvSlice::F16(&self.0[pos])
+        }
+        fn v(&self, pos: usize) -> KvSlice<'_> {
+            KvSlice::F16(&self.0[pos])
+        }
+    }
+
+    /// `pv_group` against exact `i128` sums for any probabilities, also
+    /// ones softmax never gives: above 1, ±∞/NaN, and 300 rows of p = 1
+    /// against the largest V values, whose fixed-point sums would wrap past
+    /// 2^63 without the `Σ|P|` check.
+    #[test]
+    fn pv_group_is_exact_for_any_probabilities() {
+        const HD: usize = 8;
+        let mut next = crate::testutil::lcg(0x5EED_0FA7_7E00);
+        for case in 0..200 {
+            let group = 1 + case % MAX_GROUP;
+            let n_ctx = [1, 5, 40, 300][case % 4];
+            let mut rows = VRows([[0u16; HD]; 300]);
+            let extreme = case % 5 == 0;
+            for r in rows.0.iter_mut() {
+                let span = 1 + next() % 30;
+                *r = if extreme {
+                    [0x7BFF; HD] // 65504
+                } else {
+                    let lo = next() % (32 - span);
+                    let full = row(&mut next, lo, span);
+                    core::array::from_fn(|i| full[i])
+                };
+            }
+            let mut p = [F32::ZERO; MAX_GROUP * 300];
+            for x in p[..group * n_ctx].iter_mut() {
+                let h: u16 = match next() % 16 {
+                    _ if extreme => 0x3C00, // 1.0
+                    0 => next() as u16,     // anything, > 1 and ±∞/NaN too
+                    1 => 0,
+                    _ => next() as u16 % 0x3C01, // 0 ..= 1
+                };
+                *x = F32::from_f16_bits(h);
+            }
+            let mut out = [F32::ZERO; MAX_GROUP * HD];
+            pv_group(
+                &rows,
+                0,
+                n_ctx,
+                (group, HD),
+                &p[..group * n_ctx],
+                &mut out[..group * HD],
+            )
+            .unwrap();
+            for gi in 0..group {
+                for d in 0..HD {
+                    let mut bad = false;
+                    let mut sum = 0i128;
+                    for t in 0..n_ctx {
+                        let (pb, vb) = (p[gi * n_ctx + t].to_f16_bits(), rows.0[t][d]);
+                        bad |= f16_nonfinite(pb) | rows.0[t].iter().any(|&b| f16_nonfinite(b));
+                        sum += fixed24(pb) * fixed24(vb);
+                    }
+                    let want = ExactAcc {
+                        sum,
+                        nonfinite: bad,
+                    }
+                    .finish();
+                    assert_eq!(out[gi * HD + d].to_bits(), want.to_bits(), "case {case}");
+                }
             }
         }
     }

@@ -68,4 +68,14 @@ impl ExactAcc {
             F32::from_i128_scaled(self.sum, QUANTUM_EXP)
         }
     }
+
+    /// [`Self::finish`] of `sum · 2^sh` (the sum kept unshifted).
+    #[inline]
+    pub fn finish_scaled(self, sh: u32) -> F32 {
+        if self.nonfinite {
+            F32::NAN
+        } else {
+            F32::from_i128_scaled(self.sum, QUANTUM_EXP + sh as i32)
+        }
+    }
 }

@@ -544,83 +544,73 @@ pub(crate) fn attention_variants() -> [Option<crate::kernels::attention::RowFns>
     use crate::kernels::attention::RowFns;
     let (avx2, avx512) = isa();
     let fns = |wide: bool| RowFns {
-        split: if wide {
-            split_entry::<true>
+        qk: if wide {
+            qk_entry::<true>
         } else {
-            split_entry::<false>
+            qk_entry::<false>
         },
-        dot: if wide {
-            dot_entry::<true>
+        pv: if wide {
+            pv_entry::<true>
         } else {
-            dot_entry::<false>
-        },
-        axpy: if wide {
-            axpy_entry::<true>
-        } else {
-            axpy_entry::<false>
+            pv_entry::<false>
         },
     };
     [avx512.then(|| fns(true)), avx2.then(|| fns(false))]
 }
 
-// SAFETY (the three entries): only handed out by `attention_variants`, which
+// SAFETY (both entries): only handed out by `attention_variants`, which
 // checked AVX2 and, for `W`, AVX-512 F, VL, DQ and BW.
-fn split_entry<const W: bool>(h: &[u16], x0: &mut [i32], x1: &mut [i32]) -> bool {
+fn qk_entry<const W: bool>(
+    k: &[u16],
+    qx: &[i32],
+    x: &mut [i32],
+    dots: &mut [i64],
+) -> Option<(u32, bool)> {
     unsafe {
         if W {
-            split_avx512(h, x0, x1)
+            qk_avx512(k, qx, x, dots)
         } else {
-            split_avx2(h, x0, x1)
+            qk_avx2(k, qx, x, dots)
         }
     }
 }
 
-fn dot_entry<const W: bool>(a0: &[i32], a1: &[i32], b0: &[i32], b1: &[i32]) -> [i64; 3] {
+fn pv_entry<const W: bool>(
+    v: &[u16],
+    base: u32,
+    p: &[i32],
+    x: &mut [i32],
+    acc: &mut [i64],
+) -> Option<bool> {
     unsafe {
         if W {
-            dot_avx512(a0, a1, b0, b1)
+            pv_avx512(v, base, p, x, acc)
         } else {
-            dot_avx2(a0, a1, b0, b1)
+            pv_avx2(v, base, p, x, acc)
         }
     }
 }
 
-fn axpy_entry<const W: bool>(p: i32, x0: &[i32], x1: &[i32], lo: &mut [i64], hi: &mut [i64]) {
-    unsafe {
-        if W {
-            axpy_avx512(p, x0, x1, lo, hi)
-        } else {
-            axpy_avx2(p, x0, x1, lo, hi)
-        }
-    }
-}
-
-/// Stamps the three row kernels for one set of target features.
+/// Stamps the two row kernels for one set of target features.
 macro_rules! row_kernels {
-    ($features:literal, $split:ident, $dot:ident, $axpy:ident) => {
+    ($features:literal, $qk:ident, $pv:ident) => {
         #[target_feature(enable = $features)]
-        fn $split(h: &[u16], x0: &mut [i32], x1: &mut [i32]) -> bool {
-            crate::kernels::attention::split_row(h, x0, x1)
+        fn $qk(k: &[u16], qx: &[i32], x: &mut [i32], dots: &mut [i64]) -> Option<(u32, bool)> {
+            crate::kernels::attention::qk_row(k, qx, x, dots)
         }
 
         #[target_feature(enable = $features)]
-        fn $dot(a0: &[i32], a1: &[i32], b0: &[i32], b1: &[i32]) -> [i64; 3] {
-            crate::kernels::attention::dot_classes(a0, a1, b0, b1)
-        }
-
-        #[target_feature(enable = $features)]
-        fn $axpy(p: i32, x0: &[i32], x1: &[i32], lo: &mut [i64], hi: &mut [i64]) {
-            crate::kernels::attention::axpy2(p, x0, x1, lo, hi)
+        fn $pv(v: &[u16], base: u32, p: &[i32], x: &mut [i32], acc: &mut [i64]) -> Option<bool> {
+            crate::kernels::attention::pv_row(v, base, p, x, acc)
         }
     };
 }
 
-row_kernels!("avx2", split_avx2, dot_avx2, axpy_avx2);
+row_kernels!("avx2", qk_avx2, pv_avx2);
 row_kernels!(
     "avx2,avx512f,avx512vl,avx512dq,avx512bw",
-    split_avx512,
-    dot_avx512,
-    axpy_avx512
+    qk_avx512,
+    pv_avx512
 );
 
 /// Whether the CPU has AVX2 (with BMI1, BMI2 and LZCNT, which every AVX2 CPU
