@@ -102,21 +102,30 @@ impl SamplingParams {
 
 /// Index of the largest value, ties to the lowest index; NaN never wins
 /// unless everything is NaN (then 0). `None` for an empty slice.
+///
+/// Compares integer keys that order the values as `F32::gt` does (±0
+/// equal, NaN below everything), one pass for the largest key and one for
+/// its first index, so that both vectorize.
 pub fn argmax(logits: &[F32]) -> Option<u32> {
-    let mut best: Option<(usize, F32)> = None;
-    for (i, &l) in logits.iter().enumerate() {
-        if l.is_nan() {
-            continue;
-        }
-        match best {
-            Some((_, b)) if !l.gt(b) => {}
-            _ => best = Some((i, l)),
-        }
-    }
-    match best {
-        Some((i, _)) => Some(i as u32),
-        None if logits.is_empty() => None,
-        None => Some(0),
+    let max = logits.iter().map(|&l| order_key(l)).max()?;
+    let i = logits.iter().position(|&l| order_key(l) == max)?;
+    u32::try_from(i).ok()
+}
+
+/// An `i32` in the order of the values: sign-magnitude bits made two's
+/// complement, -0 taken as +0, NaN the smallest key of all.
+#[inline(always)]
+fn order_key(l: F32) -> i32 {
+    let b = l.to_bits();
+    let abs = b & 0x7FFF_FFFF;
+    let k = b as i32;
+    let k = k ^ ((k >> 31) as u32 >> 1) as i32;
+    if abs > 0x7F80_0000 {
+        i32::MIN
+    } else if abs == 0 {
+        0
+    } else {
+        k
     }
 }
 

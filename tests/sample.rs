@@ -27,6 +27,42 @@ fn argmax_ties_go_to_lowest_id() {
     assert_eq!(argmax(&[]), None);
 }
 
+/// `argmax` against the definition written with `F32::gt` (first index
+/// whose value no later value exceeds, NaN skipped) on rows with ties,
+/// ±0, subnormals, ±∞ and NaN.
+#[test]
+fn argmax_matches_gt_definition() {
+    let mut rng = SplitMix64::new(11);
+    for round in 0..3000 {
+        let n = 1 + round % 67;
+        let v: Vec<F32> = (0..n)
+            .map(|_| {
+                let r = rng.next_u64();
+                F32::from_bits(match r % 9 {
+                    0 => 0x7FC0_0000 | (r >> 40) as u32,                  // NaN
+                    1 => ((r >> 8) as u32) & 0x8000_0000,                 // ±0
+                    2 => ((r >> 8) as u32) & 0x8000_00FF,                 // subnormal
+                    3 => 0x7F80_0000 | (((r >> 8) as u32) & 0x8000_0000), // ±inf
+                    4 => 0x4000_0000 | (((r >> 8) as u32) & 0x8000_0003), // ties
+                    _ => (r >> 16) as u32,
+                })
+            })
+            .collect();
+        let mut want: Option<usize> = None;
+        for (i, &x) in v.iter().enumerate() {
+            if x.is_nan() {
+                continue;
+            }
+            match want {
+                Some(j) if !x.gt(v[j]) => {}
+                _ => want = Some(i),
+            }
+        }
+        let want = want.unwrap_or(0) as u32;
+        assert_eq!(argmax(&v), Some(want), "round {round}: {v:?}");
+    }
+}
+
 #[test]
 fn greedy_and_top_k_one_agree() {
     let mut buf = vec![0u8; 1 << 16];
