@@ -68,6 +68,52 @@ pub fn add_same_sign_try(a: F32, b: F32) -> (F32, bool) {
     (round3(m, e, x & SIGN_MASK), ok)
 }
 
+/// `s = +0; s = s + t` for each term left to right: the same bits as that
+/// loop of `+`. While the sum and the terms are positive normals the sum
+/// stays unpacked (exponent field and significand), so each step is an
+/// aligned add and one rounding; anything else takes one step of `+`.
+pub(crate) fn sum_left(terms: &[F32]) -> F32 {
+    let pos_normal = |x: u32| is_normal_mag(x) & (x & SIGN_MASK == 0);
+    let mut s = F32::ZERO;
+    let mut i = 0;
+    while let Some(&t) = terms.get(i) {
+        if !(pos_normal(s.0) && pos_normal(t.0)) {
+            s = s + t;
+            i += 1;
+            continue;
+        }
+        // s = m · 2^(e - 150), m in [2^23, 2^24), for a run of such terms.
+        let (mut e, mut m) = (s.0 >> 23, (s.0 & SIG_MASK) | IMPLICIT);
+        while let Some(&t) = terms.get(i).filter(|t| pos_normal(t.0)) {
+            let (ey, my) = (t.0 >> 23, ((t.0 & SIG_MASK) | IMPLICIT) << 3);
+            // The larger exponent's significand plus the other's shifted
+            // right with a sticky bit, three extra bits (as `aligned`).
+            let (eb, big, small, d) = if ey <= e {
+                (e, m << 3, my, e - ey)
+            } else {
+                (ey, my, m << 3, ey - e)
+            };
+            let d = d.min(31);
+            let shifted = small >> d;
+            let shifted = shifted | ((shifted << d) != small) as u32;
+            let (m3, eb) = add_aligned(eb, big, shifted);
+            let r = (m3 + 3 + ((m3 >> 3) & 1)) >> 3; // [2^23, 2^24]
+            let carry = r >> 24;
+            (e, m) = (eb + carry, r >> carry);
+            i += 1;
+            if e >= 255 {
+                break;
+            }
+        }
+        s = if e >= 255 {
+            F32(EXP_MASK) // overflowed to +∞ (`round3`)
+        } else {
+            F32((e << 23) | (m & SIG_MASK))
+        };
+    }
+    s
+}
+
 /// Two normal magnitudes as `(eb, mb, ms)`: the larger one's exponent field
 /// and both significands widened by three bits (guard, round, sticky), the
 /// smaller shifted right to the larger's exponent with the dropped bits
@@ -175,6 +221,46 @@ mod tests {
     /// sign, with the bits of `+` (checked against the general path too),
     /// and declines everything else: random bit patterns, like-signed pairs
     /// with every exponent distance (sticky and carry cases), sums that
+    /// `sum_left` is the loop `s = s + t` from +0, bit for bit, on rows of
+    /// squares-like terms (positive, exponents spread so that sums carry,
+    /// round up into the next binade and overflow to ∞) mixed with zeros,
+    /// subnormals, negatives, ∞ and NaN.
+    #[test]
+    fn sum_left_is_the_loop_of_add() {
+        let mut next = crate::testutil::lcg(0x050A_1EF7_u64);
+        for round in 0..20_000u32 {
+            let n = (round % 97) as usize;
+            let base = 1 + next() % 250;
+            let spread = 1 + next() % 40;
+            let terms: [F32; 97] = core::array::from_fn(|_| {
+                let r = next();
+                F32(match r % 50 {
+                    0 => 0,
+                    1 => r >> 9,                          // subnormal
+                    2 => 0x8000_0000 | (r & 0x7FFF_FFFF), // negative
+                    3 => 0x7F80_0000,
+                    4 => 0x7FC0_0000 | (r >> 12),
+                    5 => 0x7F7F_FFFF - (r >> 12),  // near the top
+                    6 => (base << 23) | 0x7F_FFFF, // rounds up
+                    _ => ((base + (r >> 8) % spread).min(254) << 23) | (r >> 9),
+                })
+            });
+            let mut want = F32::ZERO;
+            for &t in &terms[..n] {
+                want = want + t;
+            }
+            let got = sum_left(&terms[..n]);
+            let canon = |x: F32| if x.is_nan() { 0x7FC0_0000 } else { x.0 };
+            assert_eq!(canon(got), canon(want), "round {round}");
+        }
+        // A rounding that carries into the next binade ends the run:
+        // (2 - 2^-23) + 1.5·2^-24 = 2; and the largest finite doubled.
+        let two = F32(0x4000_0000);
+        assert_eq!(sum_left(&[F32(0x3FFF_FFFF), F32(0x33C0_0000)]), two);
+        let max = F32(0x7F7F_FFFF);
+        assert_eq!(sum_left(&[max, max]), F32::INFINITY);
+    }
+
     /// overflow to ∞, and unlike signs, zeros, subnormals, ∞ and NaN.
     #[test]
     fn same_sign_fast_path_is_add() {

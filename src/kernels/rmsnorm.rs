@@ -6,7 +6,7 @@
 //! this profile keeps the sum in f32 so no wider float type is needed.
 
 use super::check_len;
-use crate::float::{add_same_sign_try, mul_try};
+use crate::float::{add_same_sign_try, mul_try, sum_left};
 use crate::{F32, Result};
 
 /// RMS normalisation of one row (see the module docs for the exact order).
@@ -41,10 +41,7 @@ pub(crate) fn rmsnorm_body(x: &[F32], w: &[F32], eps: F32, out: &mut [F32]) -> R
     check_len(n, w.len())?;
     check_len(n, out.len())?;
     squares(x, out);
-    let mut ss = F32::ZERO;
-    for &sq in out.iter() {
-        ss = add_sq(ss, sq);
-    }
+    let ss = sum_left(out);
     scale_row(x, w, eps, ss, out);
     Ok(())
 }
