@@ -273,3 +273,50 @@ fn extreme_blocks_agree() {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    /// One input row against three matrices in one region
+    /// (`matvec_shares`, 1–5 threads) gives each matrix's `matmul` cells;
+    /// `post` runs once per share, on equal row ranges of equal-height
+    /// matrices (here: adds the second output into the first).
+    #[test]
+    fn matvec_shares_equals_matmul(seed in any::<u64>(), q8 in any::<bool>(), kb in 1usize..40,
+                                   n0 in 1usize..300, n2 in 1usize..300, threads in 1usize..6,
+                                   wild in any::<bool>()) {
+        let ty = if q8 { GgmlType::Q8_0 } else { GgmlType::Q4_1 };
+        let n_in = kb * 32;
+        let mut rng = Rng(seed);
+        let heights = [n0, n0, n2];
+        let data: Vec<Vec<u8>> = heights.iter().map(|&n| weights(&mut rng, ty, n_in, n, wild)).collect();
+        let ws: Vec<QMatrix> = data.iter().zip(heights).map(|(d, n)| QMatrix::new(ty, n_in, n, d).unwrap()).collect();
+        let x = inputs(&mut rng, 1, n_in, wild);
+        let want: Vec<Vec<u32>> = ws.iter().map(|w| run(&Serial, w, &x, 1)).collect();
+        let mut buf = vec![0u8; QActs::bytes_for(ActKind::for_weight(ty), 1, n_in).unwrap()];
+        let mut arena = Arena::new(&mut buf);
+        let mut a = QActs::new(&mut arena, ActKind::for_weight(ty), 1, n_in).unwrap();
+        a.quantize(&x).unwrap();
+        let pool = detllm::parallel::ThreadPool::new(threads).unwrap();
+        let mut outs: Vec<Vec<F32>> = heights.iter().map(|&n| vec![F32::ZERO; n]).collect();
+        let [o0, o1, o2] = &mut outs[..] else { unreachable!() };
+        let calls = std::sync::atomic::AtomicUsize::new(0);
+        matmul::matvec_shares(&pool, &a, [&ws[0], &ws[1], &ws[2]], [o0, o1, o2], &|s| {
+            calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            if let [Some(a), Some(b), _] = s {
+                if a.len() != b.len() {
+                    return Err(detllm::Error::InvalidConfig);
+                }
+                for (x, y) in a.iter_mut().zip(b.iter()) {
+                    *x = F32::from_bits(x.to_bits() ^ y.to_bits());
+                }
+            }
+            Ok(())
+        }).unwrap();
+        prop_assert!(calls.into_inner() <= threads);
+        let got: Vec<Vec<u32>> = outs.iter().map(|o| o.iter().map(|v| v.to_bits()).collect()).collect();
+        let mixed: Vec<u32> = want[0].iter().zip(&want[1]).map(|(a, b)| a ^ b).collect();
+        prop_assert_eq!(&got[0], &mixed);
+        prop_assert_eq!(&got[1], &want[1]);
+        prop_assert_eq!(&got[2], &want[2]);
+    }
+}

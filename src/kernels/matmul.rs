@@ -86,3 +86,73 @@ pub fn matmul<P: Parallel>(
     });
     Ok(())
 }
+
+/// One thread's shares of the outputs of [`matvec_shares`] (`None` where a
+/// matrix has no rows left for it).
+pub type Shares<'a, const N: usize> = [Option<&'a mut [F32]>; N];
+
+/// Most threads [`matvec_shares`] splits over (more take the plain path).
+pub const MAX_SHARES: usize = 64;
+
+/// One input row `x` against `N` weight matrices in a single parallel
+/// region: `outs[k] (n_out_k) = W_k · x`, each thread taking one contiguous
+/// share of every matrix's rows (the shares of [`matmul`] for one row), then
+/// `post(shares)` on its shares of the outputs (matrices of equal `n_out`
+/// get the same row ranges). Fewer barriers than `N` calls of [`matmul`],
+/// the same cells.
+///
+/// Errors (nothing written): as [`matmul`], `x` with more than one row,
+/// more than [`MAX_SHARES`] threads, or an error from `post` (reported after
+/// the region; outputs then partly written).
+pub fn matvec_shares<P: Parallel, const N: usize>(
+    par: &P,
+    x: &QActs<'_>,
+    ws: [&QMatrix<'_>; N],
+    outs: [&mut [F32]; N],
+    post: &(dyn Fn(&mut Shares<'_, N>) -> Result<()> + Sync),
+) -> Result<()> {
+    let threads = par.threads().max(1);
+    if x.rows() != 1 || threads > MAX_SHARES {
+        return Err(Error::InvalidConfig);
+    }
+    for (w, out) in ws.iter().zip(&outs) {
+        if x.kind() != ActKind::for_weight(w.ty) {
+            return Err(Error::UnsupportedType {
+                ggml_type: w.ty as u32,
+            });
+        }
+        super::check_len(w.n_in, x.n_in())?;
+        super::check_len(w.n_out, out.len())?;
+    }
+    let rows: [usize; N] = core::array::from_fn(|k| rows_per_chunk(threads, ws[k].n_out, 1));
+    // Job i: the i-th share of every output (`None` past its end).
+    let mut k = 0;
+    let mut iters = outs.map(|o| {
+        let it = o.chunks_mut(rows[k]);
+        k += 1;
+        it
+    });
+    let mut jobs: [Shares<'_, N>; MAX_SHARES] =
+        core::array::from_fn(|_| core::array::from_fn(|k| iters[k].next()));
+    let n_jobs = (0..N)
+        .map(|k| ws[k].n_out.div_ceil(rows[k]))
+        .max()
+        .unwrap_or(0);
+    let failed = core::sync::atomic::AtomicBool::new(false);
+    par.for_each_chunk(&mut jobs[..n_jobs], 1, &|i, job| {
+        for job in job.iter_mut() {
+            for (k, out) in job.iter_mut().enumerate() {
+                if let Some(out) = out {
+                    fast::rows_kernel(ws[k], i * rows[k], x, out);
+                }
+            }
+            if post(job).is_err() {
+                failed.store(true, core::sync::atomic::Ordering::Relaxed);
+            }
+        }
+    });
+    if failed.load(core::sync::atomic::Ordering::Relaxed) {
+        return Err(Error::InvalidConfig);
+    }
+    Ok(())
+}

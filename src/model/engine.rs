@@ -546,27 +546,23 @@ impl<'a, K: KvBuild<'a>> Engine<'a, K> {
             let wq = self.model.matrix(&w.wq)?;
             let wk = self.model.matrix(&w.wk)?;
             let wv = self.model.matrix(&w.wv)?;
-            kernels::matmul(
-                par,
-                &wq,
-                self.acts_dim.for_type(wq.ty)?,
-                &mut self.q[..t * qd],
-                self.mm,
-            )?;
-            kernels::matmul(
-                par,
-                &wk,
-                self.acts_dim.for_type(wk.ty)?,
-                &mut self.k[..t * kvd],
-                self.mm,
-            )?;
-            kernels::matmul(
-                par,
-                &wv,
-                self.acts_dim.for_type(wv.ty)?,
-                &mut self.v[..t * kvd],
-                self.mm,
-            )?;
+            let acts = self.acts_dim.for_type(wq.ty)?;
+            if one_region(par, t, acts, [&wk, &wv]) {
+                // One row: Q, K and V in one parallel region.
+                kernels::matmul::matvec_shares(
+                    par,
+                    acts,
+                    [&wq, &wk, &wv],
+                    [&mut self.q[..qd], &mut self.k[..kvd], &mut self.v[..kvd]],
+                    &|_| Ok(()),
+                )?;
+            } else {
+                kernels::matmul(par, &wq, acts, &mut self.q[..t * qd], self.mm)?;
+                let acts = self.acts_dim.for_type(wk.ty)?;
+                kernels::matmul(par, &wk, acts, &mut self.k[..t * kvd], self.mm)?;
+                let acts = self.acts_dim.for_type(wv.ty)?;
+                kernels::matmul(par, &wv, acts, &mut self.v[..t * kvd], self.mm)?;
+            }
             if let Some((bq, bk, bv)) = self.model.biases(l) {
                 add_bias(&mut self.q[..t * qd], bq);
                 add_bias(&mut self.k[..t * kvd], bk);
@@ -692,21 +688,25 @@ impl<'a, K: KvBuild<'a>> Engine<'a, K> {
             self.acts_dim.load(par, &self.xb[..t * d])?;
             let wg = self.model.matrix(&w.w_gate)?;
             let wu = self.model.matrix(&w.w_up)?;
-            kernels::matmul(
-                par,
-                &wg,
-                self.acts_dim.for_type(wg.ty)?,
-                &mut self.hb[..t * hd],
-                self.mm,
-            )?;
-            kernels::matmul(
-                par,
-                &wu,
-                self.acts_dim.for_type(wu.ty)?,
-                &mut self.hb2[..t * hd],
-                self.mm,
-            )?;
-            {
+            let acts = self.acts_dim.for_type(wg.ty)?;
+            if one_region(par, t, acts, [&wu]) && wg.n_out == wu.n_out {
+                // One row: gate, up and SwiGLU on each thread's share of
+                // the hidden rows, in one parallel region.
+                kernels::matmul::matvec_shares(
+                    par,
+                    acts,
+                    [&wg, &wu],
+                    [&mut self.hb[..hd], &mut self.hb2[..hd]],
+                    &|shares| match shares {
+                        [Some(g), Some(u)] => kernels::swiglu(g, u),
+                        [None, None] => Ok(()),
+                        _ => Err(Error::InvalidConfig),
+                    },
+                )?;
+            } else {
+                kernels::matmul(par, &wg, acts, &mut self.hb[..t * hd], self.mm)?;
+                let acts = self.acts_dim.for_type(wu.ty)?;
+                kernels::matmul(par, &wu, acts, &mut self.hb2[..t * hd], self.mm)?;
                 // Elementwise, so split over the workers (any split, same bits).
                 let up = &self.hb2[..t * hd];
                 let cl = (t * hd).div_ceil(par.threads().max(1)).max(1);
@@ -784,6 +784,23 @@ impl<'a, K: KvBuild<'a>> Engine<'a, K> {
         }
         Ok(&self.logits[..n_out * vocab])
     }
+}
+
+/// Whether one input row's matmuls with `acts` go in one parallel region
+/// ([`kernels::matmul::matvec_shares`]): one row, a pool of at most
+/// [`kernels::matmul::MAX_SHARES`] threads, and the other matrices reading
+/// the same quantized input (the same activation kind).
+fn one_region<P: Parallel, const N: usize>(
+    par: &P,
+    t: usize,
+    acts: &crate::quant::QActs<'_>,
+    others: [&QMatrix<'_>; N],
+) -> bool {
+    t == 1
+        && par.threads() <= kernels::matmul::MAX_SHARES
+        && others
+            .iter()
+            .all(|w| crate::quant::ActKind::for_weight(w.ty) == acts.kind())
 }
 
 /// Query heads per KV head that attention processes together (its scores
