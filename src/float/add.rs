@@ -69,46 +69,61 @@ pub fn add_same_sign_try(a: F32, b: F32) -> (F32, bool) {
 }
 
 /// `s = +0; s = s + t` for each term left to right: the same bits as that
-/// loop of `+`. While the sum and the terms are positive normals the sum
-/// stays unpacked (exponent field and significand), so each step is an
-/// aligned add and one rounding; anything else takes one step of `+`.
+/// loop of `+`. While the sum and the terms are positive normals and no term
+/// exceeds the sum's binade, the sum stays unpacked (exponent field `e`,
+/// significand with three extra bits `m3`): each step is an aligned add
+/// and one rounding, and `e` changes only in a rarely taken branch, so the
+/// chain from one step to the next is a few integer operations. Anything
+/// else takes one step of `+`.
 pub(crate) fn sum_left(terms: &[F32]) -> F32 {
     let pos_normal = |x: u32| is_normal_mag(x) & (x & SIGN_MASK == 0);
     let mut s = F32::ZERO;
     let mut i = 0;
     while let Some(&t) = terms.get(i) {
-        if !(pos_normal(s.0) && pos_normal(t.0)) {
+        if !(pos_normal(s.0) && pos_normal(t.0) && t.0 >> 23 <= s.0 >> 23) {
             s = s + t;
             i += 1;
             continue;
         }
-        // s = m · 2^(e - 150), m in [2^23, 2^24), for a run of such terms.
-        let (mut e, mut m) = (s.0 >> 23, (s.0 & SIG_MASK) | IMPLICIT);
-        while let Some(&t) = terms.get(i).filter(|t| pos_normal(t.0)) {
-            let (ey, my) = (t.0 >> 23, ((t.0 & SIG_MASK) | IMPLICIT) << 3);
-            // The larger exponent's significand plus the other's shifted
-            // right with a sticky bit, three extra bits (as `aligned`).
-            let (eb, big, small, d) = if ey <= e {
-                (e, m << 3, my, e - ey)
-            } else {
-                (ey, my, m << 3, ey - e)
-            };
-            let d = d.min(31);
-            let shifted = small >> d;
-            let shifted = shifted | ((shifted << d) != small) as u32;
-            let (m3, eb) = add_aligned(eb, big, shifted);
-            let r = (m3 + 3 + ((m3 >> 3) & 1)) >> 3; // [2^23, 2^24]
-            let carry = r >> 24;
-            (e, m) = (eb + carry, r >> carry);
-            i += 1;
-            if e >= 255 {
+        // s = m3 · 2^(e - 153), m3 in [2^26, 2^27) with three zero bits.
+        let (mut e, mut m3) = (s.0 >> 23, ((s.0 & SIG_MASK) | IMPLICIT) << 3);
+        while let Some(&t) = terms.get(i) {
+            let (y, ey) = (t.0, t.0 >> 23);
+            if !pos_normal(y) || ey > e {
                 break;
+            }
+            // The term aligned to e with a sticky bit (as `aligned`).
+            let my = ((y & SIG_MASK) | IMPLICIT) << 3;
+            let d = (e - ey).min(31);
+            let sh = my >> d;
+            let sum = m3 + (sh | ((sh << d) != my) as u32); // < 2^28
+            i += 1;
+            if sum >> 27 != 0 {
+                // A carry: one bit right, keeping the sticky bit. Both
+                // addends are at most 2^27 - 8, so the rounded value stays
+                // below 2^27.
+                let (m, eb) = add_aligned(e, m3, sum - m3);
+                (e, m3) = (eb, (m + 3 + ((m >> 3) & 1)) & !7);
+                if e >= 255 {
+                    break;
+                }
+                continue;
+            }
+            // Round to nearest even at bit 3; 2^27 moves up a binade.
+            let r = (sum + 3 + ((sum >> 3) & 1)) & !7;
+            if r >> 27 != 0 {
+                (e, m3) = (e + 1, 1 << 26);
+                if e >= 255 {
+                    break;
+                }
+            } else {
+                m3 = r;
             }
         }
         s = if e >= 255 {
             F32(EXP_MASK) // overflowed to +∞ (`round3`)
         } else {
-            F32((e << 23) | (m & SIG_MASK))
+            F32((e << 23) | ((m3 >> 3) & SIG_MASK))
         };
     }
     s
