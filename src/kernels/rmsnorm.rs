@@ -6,7 +6,7 @@
 //! this profile keeps the sum in f32 so no wider float type is needed.
 
 use super::check_len;
-use crate::float::{add_same_sign_try, mul_try, sum_left};
+use crate::float::{mul_try, sum_left};
 use crate::{F32, Result};
 
 /// RMS normalisation of one row (see the module docs for the exact order).
@@ -21,8 +21,7 @@ pub fn rmsnorm(x: &[F32], w: &[F32], eps: F32, out: &mut [F32]) -> Result<()> {
 }
 
 /// RMS normalisation of each row of `x` (rows of `w.len()`) into `out`:
-/// per row exactly [`rmsnorm`] (the same bits), with the fixed-order sums
-/// of up to four rows interleaved so that their chains overlap.
+/// per row exactly [`rmsnorm`] (the same bits).
 pub fn rmsnorm_rows(x: &[F32], w: &[F32], eps: F32, out: &mut [F32]) -> Result<()> {
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
     if let Some(f) = crate::quant::simd_x86::rmsnorm_rows_fn() {
@@ -34,7 +33,7 @@ pub fn rmsnorm_rows(x: &[F32], w: &[F32], eps: F32, out: &mut [F32]) -> Result<(
 /// The portable body of [`rmsnorm`]. The products go through
 /// [`mul_try`] in branch-free loops (which vectorize); a row with any
 /// operand or result outside the normal range is redone with `*`. The sum
-/// of squares stays one fixed-order chain.
+/// of squares stays one fixed-order chain ([`sum_left`]).
 #[inline(always)]
 pub(crate) fn rmsnorm_body(x: &[F32], w: &[F32], eps: F32, out: &mut [F32]) -> Result<()> {
     let n = x.len();
@@ -46,7 +45,9 @@ pub(crate) fn rmsnorm_body(x: &[F32], w: &[F32], eps: F32, out: &mut [F32]) -> R
     Ok(())
 }
 
-/// The portable body of [`rmsnorm_rows`].
+/// The portable body of [`rmsnorm_rows`]: [`rmsnorm_body`] row by row
+/// (its sum of squares, kept unpacked by [`sum_left`], ran faster than four
+/// rows' packed chains interleaved: 4.6 against 6.9 ns per element).
 #[inline(always)]
 pub(crate) fn rmsnorm_rows_body(x: &[F32], w: &[F32], eps: F32, out: &mut [F32]) -> Result<()> {
     let d = w.len();
@@ -54,42 +55,10 @@ pub(crate) fn rmsnorm_rows_body(x: &[F32], w: &[F32], eps: F32, out: &mut [F32])
     if d == 0 || !x.len().is_multiple_of(d) {
         return check_len(d, x.len());
     }
-    for (xs, os) in x.chunks(4 * d).zip(out.chunks_mut(4 * d)) {
-        if xs.len() < 4 * d {
-            for (xr, or) in xs.chunks_exact(d).zip(os.chunks_exact_mut(d)) {
-                rmsnorm_body(xr, w, eps, or)?;
-            }
-            continue;
-        }
-        for (xr, or) in xs.chunks_exact(d).zip(os.chunks_exact_mut(d)) {
-            squares(xr, or);
-        }
-        // Four independent left-to-right chains, one per row.
-        let mut ss = [F32::ZERO; 4];
-        let (o01, o23) = os.split_at(2 * d);
-        let (o0, o1) = o01.split_at(d);
-        let (o2, o3) = o23.split_at(d);
-        for (((&a, &b), &c), &e) in o0.iter().zip(o1).zip(o2).zip(o3) {
-            ss[0] = add_sq(ss[0], a);
-            ss[1] = add_sq(ss[1], b);
-            ss[2] = add_sq(ss[2], c);
-            ss[3] = add_sq(ss[3], e);
-        }
-        for ((xr, or), ss) in xs.chunks_exact(d).zip(os.chunks_exact_mut(d)).zip(ss) {
-            scale_row(xr, w, eps, ss, or);
-        }
+    for (xr, or) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
+        rmsnorm_body(xr, w, eps, or)?;
     }
     Ok(())
-}
-
-/// `ss + sq`: the same bits as `+`, through the same-sign fast path when
-/// both are normal (a sum of squares is, past its first term).
-#[inline(always)]
-fn add_sq(ss: F32, sq: F32) -> F32 {
-    match add_same_sign_try(ss, sq) {
-        (r, true) => r,
-        _ => ss + sq,
-    }
 }
 
 /// `out_i = x_i · x_i` (equal lengths).
