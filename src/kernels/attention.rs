@@ -297,6 +297,17 @@ fn p_ints(
     (fit.then_some(p), total)
 }
 
+/// Three exponent-class sums (units 2^-48, 2^-33, 2^-18) added exactly and
+/// rounded once; NaN if `nonfinite`.
+#[inline(always)]
+fn classes_finish([b0, b1, b2]: [i64; 3], nonfinite: bool) -> F32 {
+    let mut acc = ExactAcc { sum: 0, nonfinite };
+    acc.add_shifted(b0, 0);
+    acc.add_shifted(b1, 15);
+    acc.add_shifted(b2, 30);
+    acc.finish()
+}
+
 /// K rows [`group_f16`]'s fixed-point pass lists before it rechecks them
 /// all.
 const MISS_LIST: usize = 32;
@@ -331,15 +342,8 @@ fn qk_classes<K: KvRead + ?Sized>(
         let k_bad = split_row(k, &mut r0[..hd], &mut r1[..hd]);
         for (gi, qh) in qb.chunks_exact(hd).enumerate().take(group) {
             let q_bad = split_row(qh, &mut q0[..hd], &mut q1[..hd]);
-            let [b0, b1, b2] = dot_classes(&q0[..hd], &q1[..hd], &r0[..hd], &r1[..hd]);
-            let mut acc = ExactAcc {
-                sum: 0,
-                nonfinite: q_bad | k_bad,
-            };
-            acc.add_shifted(b0, 0);
-            acc.add_shifted(b1, 15);
-            acc.add_shifted(b2, 30);
-            scores[gi * n_ctx + t] = acc.finish();
+            let b = dot_classes(&q0[..hd], &q1[..hd], &r0[..hd], &r1[..hd]);
+            scores[gi * n_ctx + t] = classes_finish(b, q_bad | k_bad);
         }
     }
     Ok(())
@@ -618,14 +622,7 @@ fn head_f16<K: KvRead + ?Sized>(
             b1 += if c == 1 { prod } else { 0 };
             b2 += if c == 2 { prod } else { 0 };
         }
-        let mut acc = ExactAcc {
-            sum: 0,
-            nonfinite: bad,
-        };
-        acc.add_shifted(b0, 0);
-        acc.add_shifted(b1, 15);
-        acc.add_shifted(b2, 30);
-        *s = acc.finish();
+        *s = classes_finish([b0, b1, b2], bad);
     }
     softmax(scores, scale, scores.len())?;
     // out[d] = Σ_t p_t·v_t[d], p_t rounded to f16; three i64 buckets per d

@@ -101,9 +101,10 @@ pub const MAX_SHARES: usize = 64;
 /// get the same row ranges). Fewer barriers than `N` calls of [`matmul`],
 /// the same cells.
 ///
-/// Errors (nothing written): as [`matmul`], `x` with more than one row,
-/// more than [`MAX_SHARES`] threads, or an error from `post` (reported after
-/// the region; outputs then partly written).
+/// Errors: as [`matmul`], `x` with more than one row or more than
+/// [`MAX_SHARES`] threads (all checked before anything is written); an
+/// error from `post` is reported after the region, the outputs then
+/// written as far as the kernels and `post` got.
 pub fn matvec_shares<P: Parallel, const N: usize>(
     par: &P,
     x: &QActs<'_>,
