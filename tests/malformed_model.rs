@@ -166,7 +166,9 @@ fn each_missing_required_tensor_is_missing_tensor() {
             } else {
                 assert_eq!(
                     got,
-                    Err(Error::MissingTensor),
+                    Err(Error::MissingTensor {
+                        name: detllm::error::Name::new(name)
+                    }),
                     "{:?} without {name}",
                     spec.arch
                 );
@@ -248,7 +250,7 @@ fn missing_or_mistyped_metadata_is_typed() {
             for defect in [Defect::DropKey(&key), Defect::MistypeKey(&key)] {
                 let got = load(&rewrite(&src, defect), ARENA);
                 assert!(
-                    matches!(got, Err(Error::MissingMetadata | Error::Gguf(_))),
+                    matches!(got, Err(Error::MissingMetadata { .. } | Error::Gguf(_))),
                     "{defect:?}: {got:?}"
                 );
             }

@@ -5,6 +5,7 @@
 //! are decoded into the arena (little-endian `f32` → [`F32`]).
 
 use super::config::{Arch, Config};
+use crate::error::Name as ErrName;
 use crate::gguf::{File, TensorInfo};
 use crate::kernels::RopeStyle;
 use crate::quant::{GgmlType, QMatrix};
@@ -65,12 +66,12 @@ pub struct Model<'a> {
 }
 
 /// A tensor name such as `blk.12.attn_q.weight`, formatted on the stack.
-struct Name {
+struct NameBuf {
     buf: [u8; 64],
     len: usize,
 }
 
-impl Write for Name {
+impl Write for NameBuf {
     fn write_str(&mut self, s: &str) -> core::fmt::Result {
         let end = self.len + s.len();
         let dst = self.buf.get_mut(self.len..end).ok_or(core::fmt::Error)?;
@@ -80,8 +81,27 @@ impl Write for Name {
     }
 }
 
+/// The name `blk.{layer}.{name}` (or `name`) as an error payload.
+fn tensor_name(layer: Option<usize>, name: &str) -> ErrName {
+    let mut n = NameBuf {
+        buf: [0; 64],
+        len: 0,
+    };
+    let _ = match layer {
+        Some(l) => write!(n, "blk.{l}.{name}"),
+        None => n.write_str(name),
+    };
+    ErrName::new(core::str::from_utf8(&n.buf[..n.len]).unwrap_or(name))
+}
+
+fn missing(layer: Option<usize>, name: &str) -> Error {
+    Error::MissingTensor {
+        name: tensor_name(layer, name),
+    }
+}
+
 fn tensor<'a>(file: &File<'a>, layer: Option<usize>, name: &str) -> Option<TensorInfo<'a>> {
-    let mut n = Name {
+    let mut n = NameBuf {
         buf: [0; 64],
         len: 0,
     };
@@ -93,8 +113,8 @@ fn tensor<'a>(file: &File<'a>, layer: Option<usize>, name: &str) -> Option<Tenso
     file.tensor(s)
 }
 
-fn key(arch: &str, suffix: &str) -> Name {
-    let mut n = Name {
+fn key(arch: &str, suffix: &str) -> NameBuf {
+    let mut n = NameBuf {
         buf: [0; 64],
         len: 0,
     };
@@ -103,14 +123,25 @@ fn key(arch: &str, suffix: &str) -> Name {
     n
 }
 
-fn get_usize(file: &File<'_>, arch: &str, suffix: &str) -> Result<Option<usize>> {
-    let k = key(arch, suffix);
-    let k = core::str::from_utf8(&k.buf[..k.len]).map_err(|_| Error::MissingMetadata)?;
-    Ok(file.get_u64(k)?.map(|v| v as usize))
+impl NameBuf {
+    fn as_str(&self) -> &str {
+        core::str::from_utf8(&self.buf[..self.len]).unwrap_or("")
+    }
 }
 
-fn need(v: Option<usize>) -> Result<usize> {
-    v.ok_or(Error::MissingMetadata)
+fn missing_key(arch: &str, suffix: &str) -> Error {
+    Error::MissingMetadata {
+        key: ErrName::new(key(arch, suffix).as_str()),
+    }
+}
+
+fn get_usize(file: &File<'_>, arch: &str, suffix: &str) -> Result<Option<usize>> {
+    let k = key(arch, suffix);
+    Ok(file.get_u64(k.as_str())?.map(|v| v as usize))
+}
+
+fn need(file: &File<'_>, arch: &str, suffix: &str) -> Result<usize> {
+    get_usize(file, arch, suffix)?.ok_or_else(|| missing_key(arch, suffix))
 }
 
 impl Config {
@@ -118,35 +149,39 @@ impl Config {
     pub fn from_gguf(file: &File<'_>) -> Result<Config> {
         let arch_name = file
             .get_str("general.architecture")?
-            .ok_or(Error::MissingMetadata)?;
+            .ok_or(Error::MissingMetadata {
+                key: ErrName::new("general.architecture"),
+            })?;
         let arch = match arch_name {
             "llama" => Arch::Llama,
             "qwen2" => Arch::Qwen2,
-            _ => return Err(Error::InvalidConfig),
+            _ => {
+                return Err(Error::UnsupportedArchitecture {
+                    name: ErrName::new(arch_name),
+                });
+            }
         };
         let a = arch_name;
-        let dim = need(get_usize(file, a, "embedding_length")?)?;
-        let hidden_dim = need(get_usize(file, a, "feed_forward_length")?)?;
-        let n_layers = need(get_usize(file, a, "block_count")?)?;
-        let n_heads = need(get_usize(file, a, "attention.head_count")?)?;
+        let dim = need(file, a, "embedding_length")?;
+        let hidden_dim = need(file, a, "feed_forward_length")?;
+        let n_layers = need(file, a, "block_count")?;
+        let n_heads = need(file, a, "attention.head_count")?;
         let n_kv_heads = get_usize(file, a, "attention.head_count_kv")?.unwrap_or(n_heads);
         if n_heads == 0 || dim % n_heads != 0 {
             return Err(Error::InvalidConfig);
         }
         let head_dim = dim / n_heads;
         let n_rot = get_usize(file, a, "rope.dimension_count")?.unwrap_or(head_dim);
-        let context_len = need(get_usize(file, a, "context_length")?)?;
-        let k = key(a, "rope.freq_base");
+        let context_len = need(file, a, "context_length")?;
         let rope_base = file
-            .get_f32(core::str::from_utf8(&k.buf[..k.len]).map_err(|_| Error::MissingMetadata)?)?
+            .get_f32(key(a, "rope.freq_base").as_str())?
             .unwrap_or(F32::from_bits(0x461C_4000)); // 10000.0
-        let k = key(a, "attention.layer_norm_rms_epsilon");
         let eps = file
-            .get_f32(core::str::from_utf8(&k.buf[..k.len]).map_err(|_| Error::MissingMetadata)?)?
-            .ok_or(Error::MissingMetadata)?;
+            .get_f32(key(a, "attention.layer_norm_rms_epsilon").as_str())?
+            .ok_or_else(|| missing_key(a, "attention.layer_norm_rms_epsilon"))?;
         let embd = file
             .tensor("token_embd.weight")
-            .ok_or(Error::MissingTensor)?;
+            .ok_or_else(|| missing(None, "token_embd.weight"))?;
         let vocab_size = embd.ne[1] as usize;
         let cfg = Config {
             arch,
@@ -195,7 +230,7 @@ impl<'a> Model<'a> {
         }
         let (d, q, kv, h) = (cfg.dim, cfg.q_dim(), cfg.kv_dim(), cfg.hidden_dim);
         let mat = |layer, name, n_out: usize, n_in: usize| -> Result<TensorRef> {
-            let t = tensor(file, layer, name).ok_or(Error::MissingTensor)?;
+            let t = tensor(file, layer, name).ok_or_else(|| missing(layer, name))?;
             matrix_ref(file, bytes, &t, n_out, n_in)
         };
         let token_embd = mat(None, "token_embd.weight", cfg.vocab_size, d)?;
@@ -268,7 +303,7 @@ impl<'a> Model<'a> {
             .ok_or(Error::SizeOverflow)?;
         let start = usize::try_from(r.offset).map_err(|_| Error::SizeOverflow)?;
         let end = start.checked_add(len).ok_or(Error::SizeOverflow)?;
-        let data = self.bytes.get(start..end).ok_or(Error::MissingTensor)?;
+        let data = self.bytes.get(start..end).ok_or(Error::SizeOverflow)?;
         QMatrix::new(ty, r.n_in as usize, r.n_out as usize, data)
     }
 
@@ -344,7 +379,9 @@ fn matrix_ref(
         .checked_add(t.data.len() as u64)
         .ok_or(Error::SizeOverflow)?;
     if end > bytes.len() as u64 {
-        return Err(Error::MissingTensor);
+        return Err(Error::MissingTensor {
+            name: ErrName::new(core::str::from_utf8(t.name).unwrap_or("?")),
+        });
     }
     let r = TensorRef {
         offset,
@@ -362,7 +399,7 @@ fn vector<'a>(
     name: &str,
     n: usize,
 ) -> Result<TensorInfo<'a>> {
-    let t = tensor(file, layer, name).ok_or(Error::MissingTensor)?;
+    let t = tensor(file, layer, name).ok_or_else(|| missing(layer, name))?;
     if t.ty != GgmlType::F32 || t.ne[0] != n as u64 || t.ne[1] != 1 {
         return Err(Error::ShapeMismatch {
             expected: n,

@@ -80,8 +80,11 @@ impl<'a> VocabSource<'a> for GgufVocab<'a> {
     }
 
     fn token_type(&self, i: usize) -> Result<i32> {
-        let a = self.types.ok_or(Error::MissingMetadata)?;
-        a.get_i32(i)?.ok_or(Error::MissingMetadata)
+        let missing = Error::MissingMetadata {
+            key: crate::error::Name::new("tokenizer.ggml.token_type"),
+        };
+        let a = self.types.ok_or(missing)?;
+        a.get_i32(i)?.ok_or(missing)
     }
 
     fn n_scores(&self) -> Result<Option<usize>> {
@@ -89,8 +92,11 @@ impl<'a> VocabSource<'a> for GgufVocab<'a> {
     }
 
     fn score_bits(&self, i: usize) -> Result<u32> {
-        let a = self.scores.ok_or(Error::MissingMetadata)?;
-        Ok(a.get_f32(i)?.ok_or(Error::MissingMetadata)?.to_bits())
+        let missing = Error::MissingMetadata {
+            key: crate::error::Name::new("tokenizer.ggml.scores"),
+        };
+        let a = self.scores.ok_or(missing)?;
+        Ok(a.get_f32(i)?.ok_or(missing)?.to_bits())
     }
 }
 

@@ -751,7 +751,9 @@ impl<'a> VocabSource<'a> for SliceVocab<'a, '_> {
     fn token_type(&self, i: usize) -> Result<i32> {
         self.token_types
             .and_then(|t| t.get(i).copied())
-            .ok_or(Error::MissingMetadata)
+            .ok_or(Error::MissingMetadata {
+                key: crate::error::Name::new("tokenizer.ggml.token_type"),
+            })
     }
 
     fn n_scores(&self) -> Result<Option<usize>> {
@@ -761,7 +763,9 @@ impl<'a> VocabSource<'a> for SliceVocab<'a, '_> {
     fn score_bits(&self, i: usize) -> Result<u32> {
         self.scores
             .and_then(|t| t.get(i).copied())
-            .ok_or(Error::MissingMetadata)
+            .ok_or(Error::MissingMetadata {
+                key: crate::error::Name::new("tokenizer.ggml.scores"),
+            })
     }
 }
 
