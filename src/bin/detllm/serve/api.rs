@@ -1,0 +1,465 @@
+//! The OpenAI request and response shapes `detllm serve` speaks, and their
+//! validation into one internal [`GenRequest`].
+//!
+//! Parsing is serde's; every rejection is an [`ApiError`] naming the
+//! parameter (`400 invalid_request_error`, `param: "temperature"`), never a
+//! panic. Sampling floats are read from the JSON number's own digits and
+//! rounded once to binary32 (`str::parse::<f32>`, as the CLI's flags are),
+//! so `"temperature": 0.8` samples exactly as `--temperature 0.8`.
+
+use super::error::ApiError;
+use detllm::F32;
+use detllm::sample::SamplingParams;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+/// Most completions one request may ask for (`n`).
+pub const MAX_N: usize = 8;
+/// Most `top_logprobs` per token (OpenAI's bound).
+pub const MAX_TOP_LOGPROBS: usize = 20;
+/// Most stop strings (OpenAI's bound).
+pub const MAX_STOP: usize = 4;
+/// Longest stop string in bytes.
+pub const MAX_STOP_BYTES: usize = 256;
+
+/// A JSON number kept as written, parsed once into binary32.
+#[derive(Debug)]
+pub struct Decimal(Box<RawValue>);
+
+impl<'de> Deserialize<'de> for Decimal {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = Box::<RawValue>::deserialize(d)?;
+        let text = raw.get();
+        if text.starts_with('"') || text.parse::<f64>().is_err() {
+            return Err(serde::de::Error::custom("expected a number"));
+        }
+        Ok(Decimal(raw))
+    }
+}
+
+impl Decimal {
+    /// The number rounded once to binary32 (round to nearest even).
+    fn to_f32(&self) -> F32 {
+        let x: f32 = self.0.get().parse().unwrap_or(f32::NAN);
+        F32::from_bits(x.to_bits())
+    }
+}
+
+/// `stop`: one string or up to four.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum Stop {
+    /// One stop string.
+    One(String),
+    /// Several.
+    Many(Vec<String>),
+}
+
+/// `stream_options`.
+#[derive(Debug, Default, Deserialize)]
+pub struct StreamOptions {
+    /// Send a last chunk with `usage` before `[DONE]`.
+    #[serde(default)]
+    pub include_usage: bool,
+}
+
+/// The sampling and length fields both endpoints share.
+#[derive(Debug, Default, Deserialize)]
+pub struct CommonParams {
+    /// Model name (any value is accepted if it names the loaded model or is absent).
+    pub model: Option<String>,
+    /// Most tokens to generate.
+    pub max_tokens: Option<u64>,
+    /// Newer name of `max_tokens` (chat).
+    pub max_completion_tokens: Option<u64>,
+    /// 0 = greedy (default 1, as OpenAI).
+    pub temperature: Option<Decimal>,
+    /// Nucleus threshold (default 1 = off).
+    pub top_p: Option<Decimal>,
+    /// Extension: keep the k most likely (default 0 = off).
+    pub top_k: Option<u32>,
+    /// Extension: minimum relative probability (default 0 = off).
+    pub min_p: Option<Decimal>,
+    /// Extension: repetition penalty (default 1 = off).
+    pub repeat_penalty: Option<Decimal>,
+    /// Seed of the request's generator; the server picks one if absent and returns it.
+    pub seed: Option<u64>,
+    /// Completions per prompt.
+    pub n: Option<u64>,
+    /// Stop strings.
+    pub stop: Option<Stop>,
+    /// Server-sent events.
+    #[serde(default)]
+    pub stream: bool,
+    /// Streaming options.
+    pub stream_options: Option<StreamOptions>,
+    /// OpenAI penalties; only 0 is supported.
+    pub presence_penalty: Option<Decimal>,
+    /// OpenAI penalties; only 0 is supported.
+    pub frequency_penalty: Option<Decimal>,
+}
+
+/// One chat message's content: a string or text parts.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum Content {
+    /// Plain text.
+    Text(String),
+    /// `[{"type": "text", "text": "..."}]`.
+    Parts(Vec<ContentPart>),
+}
+
+/// A content part (only text is supported).
+#[derive(Debug, Deserialize)]
+pub struct ContentPart {
+    /// Must be `"text"`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The text.
+    #[serde(default)]
+    pub text: String,
+}
+
+/// One chat message.
+#[derive(Debug, Deserialize)]
+pub struct ChatMessage {
+    /// `system`, `user` or `assistant` (`developer` is taken as `system`).
+    pub role: String,
+    /// The text.
+    pub content: Content,
+}
+
+/// `POST /v1/chat/completions`.
+#[derive(Debug, Deserialize)]
+pub struct ChatRequest {
+    /// The conversation.
+    pub messages: Vec<ChatMessage>,
+    /// Shared parameters.
+    #[serde(flatten)]
+    pub common: CommonParams,
+    /// Return log-probabilities of the sampled tokens.
+    #[serde(default)]
+    pub logprobs: bool,
+    /// And of this many alternatives per token (≤ 20; needs `logprobs`).
+    pub top_logprobs: Option<u64>,
+}
+
+/// `prompt`: text, token ids, or a list of either.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum Prompt {
+    /// One text prompt.
+    Text(String),
+    /// One prompt as token ids.
+    Tokens(Vec<u32>),
+    /// Several text prompts.
+    Texts(Vec<String>),
+    /// Several prompts as token ids.
+    TokenLists(Vec<Vec<u32>>),
+}
+
+/// `POST /v1/completions`.
+#[derive(Debug, Deserialize)]
+pub struct CompletionRequest {
+    /// The prompt(s).
+    pub prompt: Prompt,
+    /// Shared parameters.
+    #[serde(flatten)]
+    pub common: CommonParams,
+    /// Log-probabilities of the sampled tokens and this many alternatives (0..=20).
+    pub logprobs: Option<u64>,
+    /// Not supported (must be false).
+    #[serde(default)]
+    pub echo: bool,
+    /// Not supported (must be absent).
+    pub suffix: Option<String>,
+}
+
+/// A prompt before tokenization.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PromptInput {
+    /// Chat messages `(role, content)`, rendered with the model's template.
+    Chat(Vec<(String, String)>),
+    /// Text, tokenized as `detllm generate --prompt` does (BOS as the model asks).
+    Text(String),
+    /// Token ids, used as given.
+    Tokens(Vec<u32>),
+}
+
+/// One request as the engine runs it: everything that decides the output.
+#[derive(Debug, Clone)]
+pub struct GenRequest {
+    /// The prompt.
+    pub prompt: PromptInput,
+    /// Most tokens to generate (`None`: up to the context).
+    pub max_tokens: Option<usize>,
+    /// Sampling, seed included.
+    pub params: SamplingParams,
+    /// Whether the seed came from the request (else the server chose it).
+    pub seed_given: bool,
+    /// Completions of this prompt.
+    pub n: usize,
+    /// Stop strings.
+    pub stop: Vec<String>,
+    /// Alternatives per token to report, if log-probabilities are wanted.
+    pub logprobs: Option<usize>,
+    /// Server-sent events.
+    pub stream: bool,
+    /// A usage chunk before `[DONE]`.
+    pub include_usage: bool,
+}
+
+/// What both endpoints share, validated; `seed` is the server's pick when
+/// the request has none.
+fn common(c: &CommonParams, default_max: Option<u64>, seed: u64) -> Result<GenRequest, ApiError> {
+    for (name, v) in [
+        ("presence_penalty", &c.presence_penalty),
+        ("frequency_penalty", &c.frequency_penalty),
+    ] {
+        if let Some(v) = v
+            && !v.to_f32().is_zero()
+        {
+            return Err(ApiError::invalid(
+                name,
+                format!("{name} is not supported (only 0); use repeat_penalty"),
+            ));
+        }
+    }
+    let f = |v: &Option<Decimal>, default: F32| v.as_ref().map_or(default, Decimal::to_f32);
+    let params = SamplingParams {
+        temperature: f(&c.temperature, F32::ONE),
+        top_k: c.top_k.unwrap_or(0),
+        top_p: f(&c.top_p, F32::ONE),
+        min_p: f(&c.min_p, F32::ZERO),
+        repeat_penalty: f(&c.repeat_penalty, F32::ONE),
+        penalty_last_n: SamplingParams::GREEDY.penalty_last_n,
+        seed: c.seed.unwrap_or(seed),
+    };
+    check_sampling(c, &params)?;
+    let max_tokens = match c.max_completion_tokens.or(c.max_tokens).or(default_max) {
+        Some(0) => return Err(ApiError::invalid("max_tokens", "max_tokens must be at least 1")),
+        Some(m) => Some(usize::try_from(m).unwrap_or(usize::MAX)),
+        None => None,
+    };
+    let n = c.n.unwrap_or(1);
+    if n == 0 || n > MAX_N as u64 {
+        return Err(ApiError::invalid(
+            "n",
+            format!("n must be between 1 and {MAX_N}"),
+        ));
+    }
+    Ok(GenRequest {
+        prompt: PromptInput::Tokens(Vec::new()),
+        max_tokens,
+        params,
+        seed_given: c.seed.is_some(),
+        n: n as usize,
+        stop: stop_strings(&c.stop)?,
+        logprobs: None,
+        stream: c.stream,
+        include_usage: c.stream_options.as_ref().is_some_and(|o| o.include_usage),
+    })
+}
+
+/// Each sampling float in range, named when not.
+fn check_sampling(c: &CommonParams, p: &SamplingParams) -> Result<(), ApiError> {
+    let finite_non_negative = |x: F32| !(x.is_nan() || x.is_infinite() || x.is_sign_negative());
+    let at_most_one = |x: F32| !(F32::ONE < x);
+    let checks = [
+        ("temperature", c.temperature.is_some(), finite_non_negative(p.temperature)),
+        ("top_p", c.top_p.is_some(), finite_non_negative(p.top_p) && at_most_one(p.top_p)),
+        ("min_p", c.min_p.is_some(), finite_non_negative(p.min_p) && at_most_one(p.min_p)),
+        (
+            "repeat_penalty",
+            c.repeat_penalty.is_some(),
+            finite_non_negative(p.repeat_penalty) && !p.repeat_penalty.is_zero(),
+        ),
+    ];
+    for (name, given, ok) in checks {
+        if given && !ok {
+            return Err(ApiError::invalid(name, format!("{name} is out of range")));
+        }
+    }
+    Ok(())
+}
+
+fn stop_strings(stop: &Option<Stop>) -> Result<Vec<String>, ApiError> {
+    let list = match stop {
+        None => Vec::new(),
+        Some(Stop::One(s)) => vec![s.clone()],
+        Some(Stop::Many(v)) => v.clone(),
+    };
+    if list.len() > MAX_STOP {
+        return Err(ApiError::invalid(
+            "stop",
+            format!("at most {MAX_STOP} stop strings"),
+        ));
+    }
+    if list.iter().any(|s| s.is_empty() || s.len() > MAX_STOP_BYTES) {
+        return Err(ApiError::invalid(
+            "stop",
+            format!("stop strings must be 1 to {MAX_STOP_BYTES} bytes"),
+        ));
+    }
+    Ok(list)
+}
+
+fn top_logprobs(n: u64, param: &'static str) -> Result<usize, ApiError> {
+    if n > MAX_TOP_LOGPROBS as u64 {
+        return Err(ApiError::invalid(
+            param,
+            format!("{param} must be between 0 and {MAX_TOP_LOGPROBS}"),
+        ));
+    }
+    Ok(n as usize)
+}
+
+impl ChatRequest {
+    /// The validated request (`seed`: the server's pick if none is given).
+    pub fn into_gen(self, seed: u64) -> Result<GenRequest, ApiError> {
+        let mut g = common(&self.common, None, seed)?;
+        if self.messages.is_empty() {
+            return Err(ApiError::invalid("messages", "messages must not be empty"));
+        }
+        let mut msgs = Vec::with_capacity(self.messages.len());
+        for (i, m) in self.messages.into_iter().enumerate() {
+            let role = match m.role.as_str() {
+                "system" | "developer" => "system",
+                "user" => "user",
+                "assistant" => "assistant",
+                other => {
+                    return Err(ApiError::invalid(
+                        "messages",
+                        format!("messages[{i}].role \"{other}\" is not system, user or assistant"),
+                    ));
+                }
+            };
+            let text = match m.content {
+                Content::Text(t) => t,
+                Content::Parts(parts) => {
+                    let mut t = String::new();
+                    for p in parts {
+                        if p.kind != "text" {
+                            return Err(ApiError::invalid(
+                                "messages",
+                                format!("messages[{i}]: content part type \"{}\" is not supported", p.kind),
+                            ));
+                        }
+                        t.push_str(&p.text);
+                    }
+                    t
+                }
+            };
+            msgs.push((role.to_string(), text));
+        }
+        g.prompt = PromptInput::Chat(msgs);
+        g.logprobs = match (self.logprobs, self.top_logprobs) {
+            (false, Some(_)) => {
+                return Err(ApiError::invalid(
+                    "top_logprobs",
+                    "top_logprobs needs logprobs: true",
+                ));
+            }
+            (false, None) => None,
+            (true, k) => Some(top_logprobs(k.unwrap_or(0), "top_logprobs")?),
+        };
+        Ok(g)
+    }
+}
+
+impl CompletionRequest {
+    /// The validated request, one per prompt (`seed`: the server's pick if none is given).
+    pub fn into_gens(self, seed: u64) -> Result<Vec<GenRequest>, ApiError> {
+        if self.echo {
+            return Err(ApiError::invalid("echo", "echo is not supported"));
+        }
+        if self.suffix.is_some() {
+            return Err(ApiError::invalid("suffix", "suffix is not supported"));
+        }
+        // OpenAI's default for the legacy endpoint.
+        let g = common(&self.common, Some(16), seed)?;
+        let logprobs = self
+            .logprobs
+            .map(|k| top_logprobs(k, "logprobs"))
+            .transpose()?;
+        let prompts: Vec<PromptInput> = match self.prompt {
+            Prompt::Text(t) => vec![PromptInput::Text(t)],
+            Prompt::Tokens(t) => vec![PromptInput::Tokens(t)],
+            Prompt::Texts(v) => v.into_iter().map(PromptInput::Text).collect(),
+            Prompt::TokenLists(v) => v.into_iter().map(PromptInput::Tokens).collect(),
+        };
+        if prompts.is_empty() || prompts.len() > MAX_N {
+            return Err(ApiError::invalid(
+                "prompt",
+                format!("between 1 and {MAX_N} prompts"),
+            ));
+        }
+        if prompts.len() * g.n > MAX_N {
+            return Err(ApiError::invalid(
+                "n",
+                format!("prompts × n must be at most {MAX_N}"),
+            ));
+        }
+        Ok(prompts
+            .into_iter()
+            .map(|prompt| GenRequest {
+                prompt,
+                logprobs,
+                stop: g.stop.clone(),
+                ..g.clone()
+            })
+            .collect())
+    }
+}
+
+/// `usage`.
+#[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
+pub struct Usage {
+    /// Prompt tokens (per prompt, counted once however many completions).
+    pub prompt_tokens: usize,
+    /// Generated tokens over all choices.
+    pub completion_tokens: usize,
+    /// The sum.
+    pub total_tokens: usize,
+}
+
+/// One alternative in `top_logprobs`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TopLogprob {
+    /// The token's text (lossy UTF-8).
+    pub token: String,
+    /// Its log-probability.
+    pub logprob: f32,
+    /// Its bytes.
+    pub bytes: Vec<u8>,
+}
+
+/// One sampled token's log-probability (chat shape).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct TokenLogprob {
+    /// The token's text (lossy UTF-8).
+    pub token: String,
+    /// Its log-probability.
+    pub logprob: f32,
+    /// Its bytes.
+    pub bytes: Vec<u8>,
+    /// The most likely alternatives, most likely first (ties: lowest id).
+    pub top_logprobs: Vec<TopLogprob>,
+}
+
+/// The `detllm` extension object of every choice: what makes it reproducible.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Provenance {
+    /// The seed the choice was sampled with (given or chosen by the server).
+    pub seed: u64,
+    /// SHA-256 of every logits row the choice was sampled from (as `detllm generate` prints).
+    pub digest: String,
+    /// The audit chain's final digest (`detllm verify` re-checks it).
+    pub audit_digest: String,
+    /// `GET /v1/transcripts/{id}` returns the audit transcript.
+    pub transcript_id: String,
+    /// Prompt token ids.
+    pub prompt_token_ids: Vec<u32>,
+    /// Generated token ids.
+    pub token_ids: Vec<u32>,
+}

@@ -1,0 +1,624 @@
+//! The engine thread: owns the model, the engine and the library's
+//! scheduler, turns commands into scheduler calls and scheduler events into
+//! per-request [`Event`]s.
+//!
+//! Everything that decides a token happens here, in the order the
+//! scheduler fixes; the HTTP side only formats. Stop strings are found here
+//! too ([`ChoiceText`]), and a completion that hits one is finished before
+//! the next step, so its digest covers exactly the rows its tokens were
+//! sampled from — the same as a solo run with the same stop strings.
+
+use super::api::{GenRequest, PromptInput};
+use super::error::ApiError;
+use super::metrics::Metrics;
+use super::protocol::{Accepted, Alternative, Command, Event, Finish};
+use super::text::ChoiceText;
+use crate::error::{CliError, CliResult};
+use crate::model_file::{ModelFile, existing_model};
+use crate::output::hex;
+use crate::session::{MAX_PROMPT_BYTES, Pool};
+use detllm::audit::hash_logits;
+use detllm::gguf::File;
+use detllm::kv::{KvType, PagedCache};
+use detllm::model::{Engine, Limits, Model};
+use detllm::sample::SamplingParams;
+use detllm::sched::{self, FinishReason, RequestId, SchedConfig, Scheduler};
+use detllm::tokenizer::{Tokenizer, Workspace};
+use detllm::{Arena, F32};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::mpsc::{Receiver, TryRecvError};
+use std::time::Instant;
+use tokio::sync::mpsc::UnboundedSender;
+
+/// KV positions per page.
+const PAGE_SIZE: usize = 16;
+/// Prefix-cache entries (each keeps one engine sequence).
+const PREFIX_CACHE_ENTRIES: usize = 8;
+/// Finished transcripts kept for `GET /v1/transcripts/{id}`.
+const TRANSCRIPTS_KEPT: usize = 256;
+
+/// What the engine thread is built for.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// Model path and worker threads.
+    pub model: crate::ModelArgs,
+    /// Completions running at once.
+    pub max_seqs: usize,
+    /// Positions per sequence.
+    pub ctx: usize,
+    /// KV cache bytes (default: every sequence at full context).
+    pub kv_bytes: Option<usize>,
+    /// Tokens per step.
+    pub step_tokens: usize,
+    /// Completions waiting at most.
+    pub max_queue: usize,
+}
+
+/// What the HTTP side needs to know of the loaded model.
+#[derive(Clone, Debug)]
+pub struct Loaded {
+    /// `/v1/models` id: the file name without `.gguf`.
+    pub model_name: String,
+    /// `detllm-v1+sha256:<hex>`.
+    pub fingerprint: String,
+    /// KV pages in the pool.
+    pub kv_pages: usize,
+}
+
+/// Loads the model on a new thread and serves `commands` there; returns
+/// once the model is loaded (or failed to load).
+pub fn start(cfg: EngineConfig, commands: Receiver<Command>, metrics: Arc<Metrics>) -> CliResult<Loaded> {
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("detllm-engine".into())
+        .spawn(move || match Runner::load(&cfg, metrics) {
+            Ok(mut runner) => {
+                let _ = ready_tx.send(Ok(runner.loaded.clone()));
+                runner.serve(&commands);
+            }
+            Err(e) => {
+                let _ = ready_tx.send(Err(e));
+            }
+        })
+        .map_err(CliError::Io)?;
+    ready_rx
+        .recv()
+        .map_err(|_| CliError::Usage("the engine thread stopped while loading the model"))?
+}
+
+/// One running completion.
+struct Choice {
+    text: ChoiceText,
+    /// SHA-256 over every logits row sampled from (the CLI's `digest`).
+    rows: Sha256,
+    /// `(token, audit digest)` per step, for the transcript.
+    steps: Vec<(u32, [u8; 32])>,
+    /// Ended by a stop string: finish it before the next step.
+    hit_stop: bool,
+    /// Its `Finished` event came.
+    done: bool,
+}
+
+/// One accepted request.
+struct Live {
+    events: UnboundedSender<Event>,
+    prompt_ids: Vec<u32>,
+    prompt_text: String,
+    params: SamplingParams,
+    max_tokens: usize,
+    choices: Vec<Choice>,
+    /// Choices not finished yet.
+    open: usize,
+    /// The client went away: cancel after this step.
+    gone: bool,
+}
+
+struct Runner {
+    sched: Scheduler<'static>,
+    work: Workspace<'static>,
+    pool: Pool,
+    loaded: Loaded,
+    cfg: EngineConfig,
+    front: Front,
+}
+
+/// What turns scheduler events into request events (borrowed apart from
+/// the scheduler while it steps).
+struct Front {
+    tokenizer: Tokenizer<'static>,
+    metrics: Arc<Metrics>,
+    info: ModelInfo,
+    live: HashMap<u64, Live>,
+    transcripts: VecDeque<(String, Value)>,
+}
+
+/// The engine limits for `cfg`: room for the running completions and the
+/// prefix cache's sequences, pages from `kv_bytes` or enough for all.
+fn limits(cfg: &EngineConfig, kv_bytes_per_page: usize) -> Limits {
+    let max_seqs = cfg.max_seqs + PREFIX_CACHE_ENTRIES;
+    let all = cfg.max_seqs * cfg.ctx.div_ceil(PAGE_SIZE);
+    let n_pages = match cfg.kv_bytes {
+        Some(b) => (b / kv_bytes_per_page.max(1)).max(1),
+        None => all,
+    };
+    Limits {
+        max_seqs,
+        max_seq_len: cfg.ctx,
+        max_step_tokens: cfg.step_tokens,
+        max_logit_rows: max_seqs.min(cfg.step_tokens),
+        kv_type: KvType::F16,
+        page_size: PAGE_SIZE,
+        n_pages,
+    }
+}
+
+fn sched_config(cfg: &EngineConfig) -> SchedConfig {
+    SchedConfig {
+        max_slots: cfg.max_seqs + cfg.max_queue,
+        max_cached: PREFIX_CACHE_ENTRIES,
+        token_budget: cfg.step_tokens,
+    }
+}
+
+impl Runner {
+    fn load(cfg: &EngineConfig, metrics: Arc<Metrics>) -> CliResult<Runner> {
+        let path = existing_model(cfg.model.model.as_deref())?;
+        let model: &'static ModelFile = Box::leak(Box::new(ModelFile::open_for_run(&path)?));
+        let sha256 = model.sha256();
+        let bytes = model.bytes();
+        let file = File::parse(bytes).map_err(|error| CliError::MalformedModel {
+            path: path.clone(),
+            error,
+        })?;
+        let c = detllm::model::Config::from_gguf(&file)?;
+        // f16 K and V rows of every layer, per page.
+        let page_bytes = PAGE_SIZE * c.n_layers * c.kv_dim() * 2 * 2;
+        let lim = limits(cfg, page_bytes);
+        let scfg = sched_config(cfg);
+        let need = arena_bytes(&file, bytes, &lim, &scfg)?;
+        let buf: &'static mut [u8] = Box::leak(vec![0u8; need].into_boxed_slice());
+        let mut arena = Arena::new(buf);
+        let weights = Model::from_gguf(&file, bytes, &mut arena)?;
+        let tokenizer = crate::vocab::tokenizer(&file, &mut arena)?;
+        let work = Workspace::new(&mut arena, MAX_PROMPT_BYTES)?;
+        let vocab = weights.cfg.vocab_size;
+        let engine = Engine::<PagedCache>::new(weights, lim, &mut arena)?;
+        let sched = Scheduler::new(engine, scfg, &mut arena)?;
+        let _ = vocab;
+        let info = ModelInfo {
+            file: path.file_name().map(|f| f.to_string_lossy().into_owned()),
+            sha256: sha256.clone(),
+            cfg: *sched.engine().config(),
+        };
+        let model_name = path
+            .file_name()
+            .map(|f| f.to_string_lossy().trim_end_matches(".gguf").to_string())
+            .unwrap_or_else(|| "model".into());
+        let loaded = Loaded {
+            model_name,
+            fingerprint: format!("{}+sha256:{sha256}", detllm::PROFILE),
+            kv_pages: lim.n_pages,
+        };
+        Ok(Runner {
+            sched,
+            work,
+            pool: Pool::new(cfg.model.threads)?,
+            loaded,
+            cfg: cfg.clone(),
+            front: Front {
+                tokenizer,
+                metrics,
+                info,
+                live: HashMap::new(),
+                transcripts: VecDeque::new(),
+            },
+        })
+    }
+
+    /// Commands and steps until every sender is gone.
+    fn serve(&mut self, commands: &Receiver<Command>) {
+        loop {
+            let cmd = if self.sched.is_idle() {
+                match commands.recv() {
+                    Ok(c) => Some(c),
+                    Err(_) => return,
+                }
+            } else {
+                match commands.try_recv() {
+                    Ok(c) => Some(c),
+                    Err(TryRecvError::Empty) => None,
+                    Err(TryRecvError::Disconnected) => return,
+                }
+            };
+            match cmd {
+                Some(c) => self.command(c),
+                None => self.step(),
+            }
+            self.publish_gauges();
+        }
+    }
+
+    fn command(&mut self, cmd: Command) {
+        match cmd {
+            Command::Submit { req, events, reply } => {
+                let _ = reply.send(self.submit(req, events));
+            }
+            Command::Cancel { id } => self.cancel(id),
+            Command::Tokenize { text, special, reply } => {
+                let _ = reply.send(self.encode(&text, special));
+            }
+            Command::Detokenize { tokens, reply } => {
+                let _ = reply.send(self.decode(&tokens));
+            }
+            Command::Transcript { id, reply } => {
+                let t = self.front.transcripts.iter().find(|(k, _)| *k == id).map(|(_, v)| v.clone());
+                let _ = reply.send(t);
+            }
+        }
+    }
+
+    fn encode(&mut self, text: &str, special: bool) -> Result<Vec<u32>, ApiError> {
+        if text.len() > self.work.max_bytes() {
+            return Err(ApiError::invalid(
+                "prompt",
+                format!("prompt longer than {} bytes", self.work.max_bytes()),
+            ));
+        }
+        let mut out = vec![0u32; text.len() + 8];
+        let n = self
+            .front
+            .tokenizer
+            .encode(text, special, &mut self.work, &mut out)
+            .map_err(|e| ApiError::invalid("prompt", format!("cannot tokenize the prompt: {e}")))?;
+        out.truncate(n);
+        Ok(out)
+    }
+
+    fn decode(&self, tokens: &[u32]) -> Result<String, ApiError> {
+        let vocab = self.front.tokenizer.vocab_size();
+        let mut bytes = Vec::new();
+        for &t in tokens {
+            let p = self.front.tokenizer.piece(t, false).ok_or_else(|| {
+                ApiError::invalid("tokens", format!("token id {t} is outside the vocabulary ({vocab})"))
+            })?;
+            bytes.extend_from_slice(p);
+        }
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    /// The prompt's text (for the transcript) and token ids.
+    fn prompt(&mut self, p: &PromptInput) -> Result<(String, Vec<u32>), ApiError> {
+        match p {
+            PromptInput::Tokens(ids) => {
+                let vocab = self.front.tokenizer.vocab_size();
+                if let Some(&bad) = ids.iter().find(|&&t| t as usize >= vocab) {
+                    return Err(ApiError::invalid(
+                        "prompt",
+                        format!("token id {bad} is outside the vocabulary ({vocab})"),
+                    ));
+                }
+                Ok((String::new(), ids.clone()))
+            }
+            PromptInput::Text(t) => Ok((t.clone(), self.encode(t, true)?)),
+            PromptInput::Chat(msgs) => {
+                let m: Vec<detllm::tokenizer::chat::Message<'_>> = msgs
+                    .iter()
+                    .map(|(role, content)| detllm::tokenizer::chat::Message { role, content })
+                    .collect();
+                let text = crate::prompt::render_chat(&m, true)
+                    .map_err(|e| ApiError::invalid("messages", e.to_string()))?;
+                let ids = self.encode(&text, true)?;
+                Ok((text, ids))
+            }
+        }
+    }
+
+    fn submit(&mut self, req: GenRequest, events: UnboundedSender<Event>) -> Result<Accepted, ApiError> {
+        let (prompt_text, prompt_ids) = self.prompt(&req.prompt)?;
+        if prompt_ids.is_empty() {
+            return Err(ApiError::invalid("prompt", "the prompt encodes to no tokens"));
+        }
+        let ctx = self.cfg.ctx;
+        let room = ctx.saturating_sub(prompt_ids.len());
+        let max_tokens = match req.max_tokens {
+            Some(m) if prompt_ids.len() + m > ctx => {
+                return Err(ApiError::invalid(
+                    "max_tokens",
+                    format!(
+                        "prompt ({} tokens) + max_tokens ({m}) exceeds the context ({ctx})",
+                        prompt_ids.len()
+                    ),
+                ));
+            }
+            Some(m) => m,
+            None if room == 0 => {
+                return Err(ApiError::invalid(
+                    "messages",
+                    format!("the prompt ({} tokens) fills the context ({ctx})", prompt_ids.len()),
+                ));
+            }
+            None => room,
+        };
+        let eog: Vec<u32> = self.front.tokenizer.eog_ids().iter().copied().take(sched::MAX_STOP).collect();
+        let request = sched::Request {
+            prompt: &prompt_ids,
+            max_tokens,
+            params: req.params,
+            stop: &eog,
+            n: req.n,
+            logprobs: req.logprobs,
+        };
+        let id = self.sched.submit(&request).map_err(|e| match e {
+            detllm::Error::QueueFull { .. } => ApiError::busy("the request queue is full; retry shortly"),
+            other => ApiError::invalid("prompt", other.to_string()),
+        })?;
+        self.front.metrics.prompt_tokens.fetch_add(prompt_ids.len() as u64, Relaxed);
+        let choices = (0..req.n)
+            .map(|_| Choice {
+                text: ChoiceText::new(req.stop.clone()),
+                rows: Sha256::new(),
+                steps: Vec::new(),
+                hit_stop: false,
+                done: false,
+            })
+            .collect();
+        self.front.live.insert(
+            id.0,
+            Live {
+                events,
+                prompt_ids: prompt_ids.clone(),
+                prompt_text,
+                params: req.params,
+                max_tokens,
+                choices,
+                open: req.n,
+                gone: false,
+            },
+        );
+        Ok(Accepted {
+            id: id.0,
+            prompt_ids,
+            seed: req.params.seed,
+        })
+    }
+
+    fn cancel(&mut self, id: u64) {
+        if !self.front.live.contains_key(&id) {
+            return;
+        }
+        let front = &mut self.front;
+        let _ = self
+            .sched
+            .cancel(RequestId(id), &mut |ev: &sched::Event<'_>| front.on_event(ev));
+        self.front.live.remove(&id);
+    }
+
+    /// One scheduler step; then finish choices that hit a stop string and
+    /// cancel requests whose client went away.
+    fn step(&mut self) {
+        let t0 = Instant::now();
+        let front = &mut self.front;
+        let mut sink = |ev: &sched::Event<'_>| front.on_event(ev);
+        let r = match &self.pool {
+            Pool::Serial => self.sched.step(&detllm::Serial, &mut sink),
+            Pool::Threads(p) => self.sched.step(p, &mut sink),
+        };
+        let metrics = &self.front.metrics;
+        metrics.step(t0.elapsed().as_secs_f64());
+        match r {
+            Ok(report) => {
+                metrics.preemptions.fetch_add(report.preempted as u64, Relaxed);
+            }
+            Err(e) => {
+                // A failed step changed nothing; fail every request rather than spin.
+                for (_, l) in self.front.live.drain() {
+                    let _ = l.events.send(Event::Failed(ApiError::internal(format!(
+                        "engine step failed: {e}"
+                    ))));
+                }
+                let _ = self.sched.clear_cache();
+                return;
+            }
+        }
+        for (id, index) in self.front.stopped_choices() {
+            let front = &mut self.front;
+            let _ = self.sched.stop_completion(
+                RequestId(id),
+                index,
+                &mut |ev: &sched::Event<'_>| front.on_event(ev),
+            );
+        }
+        let gone: Vec<u64> = self
+            .front
+            .live
+            .iter()
+            .filter(|(_, l)| l.gone)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in gone {
+            self.front.metrics.request(super::metrics::Outcome::Cancelled);
+            self.cancel(id);
+        }
+        self.front.live.retain(|_, l| l.open > 0);
+    }
+
+    fn publish_gauges(&self) {
+        let m = &self.front.metrics;
+        let kv = self.sched.engine().kv();
+        let cached = self.sched.cached_pages();
+        m.queue_depth.store(self.sched.queued() as u64, Relaxed);
+        m.running.store(self.sched.running() as u64, Relaxed);
+        m.kv_pages_free.store(kv.free_pages() as u64, Relaxed);
+        m.kv_pages_cached.store(cached as u64, Relaxed);
+        m.kv_pages_used
+            .store((kv.n_pages() - kv.free_pages()).saturating_sub(cached) as u64, Relaxed);
+        let s = self.sched.stats();
+        m.prefix_cache_hit_tokens.store(s.prefix_tokens, Relaxed);
+    }
+}
+
+/// What a transcript says about the model.
+struct ModelInfo {
+    file: Option<String>,
+    sha256: String,
+    cfg: detllm::model::Config,
+}
+
+fn f32_value(x: F32) -> f32 {
+    f32::from_bits(x.to_bits())
+}
+
+impl Front {
+    /// Choices that hit a stop string and are still open: `(request, index)`.
+    fn stopped_choices(&self) -> Vec<(u64, u32)> {
+        let mut v = Vec::new();
+        for (&id, l) in &self.live {
+            for (i, c) in l.choices.iter().enumerate() {
+                if c.hit_stop && !c.done {
+                    v.push((id, i as u32));
+                }
+            }
+        }
+        v
+    }
+
+    /// Turns one scheduler event into the request's protocol event.
+    fn on_event(&mut self, ev: &sched::Event<'_>) {
+    let (live, transcripts, tok, metrics, info) = (
+        &mut self.live,
+        &mut self.transcripts,
+        &self.tokenizer,
+        &*self.metrics,
+        &self.info,
+    );
+    match ev {
+        sched::Event::Token(t) => {
+            let Some(l) = live.get_mut(&t.request.0) else { return };
+            let Some(c) = l.choices.get_mut(t.index as usize) else { return };
+            metrics.generated_tokens.fetch_add(1, Relaxed);
+            hash_logits(&mut c.rows, t.logits);
+            c.steps.push((t.token, t.digest));
+            let bytes = tok.piece(t.token, false).unwrap_or(&[]).to_vec();
+            let eog = tok.is_eog(t.token);
+            let (text, stopped) = if eog { (String::new(), false) } else { c.text.push(&bytes) };
+            c.hit_stop |= stopped;
+            let logprob = t.logprob.map(|lp| {
+                let alts = t
+                    .top_logprobs
+                    .iter()
+                    .map(|a| Alternative {
+                        id: a.token,
+                        bytes: tok.piece(a.token, false).unwrap_or(&[]).to_vec(),
+                        logprob: f32_value(a.logprob),
+                    })
+                    .collect();
+                (f32_value(lp), alts)
+            });
+            let sent = l.events.send(Event::Token {
+                choice: t.index as usize,
+                id: t.token,
+                bytes,
+                text,
+                logprob,
+            });
+            l.gone |= sent.is_err();
+        }
+        sched::Event::Finished(f) => {
+            let Some(l) = live.get_mut(&f.request.0) else { return };
+            let Some(c) = l.choices.get_mut(f.index as usize) else { return };
+            let finish = match f.reason {
+                FinishReason::Length => Finish::Length,
+                FinishReason::Stop => Finish::Stop,
+                FinishReason::Cancelled if c.hit_stop => Finish::Stop,
+                FinishReason::Cancelled => return,
+            };
+            c.done = true;
+            l.open = l.open.saturating_sub(1);
+            let rest = c.text.finish();
+            let digest = hex(&c.rows.clone().finalize());
+            let audit = hex(&f.digest);
+            let transcript = transcript_json(info, l, f.index, finish);
+            push_transcript(transcripts, audit.clone(), transcript);
+            let sent = l.events.send(Event::Done {
+                choice: f.index as usize,
+                finish,
+                text: rest,
+                digest,
+                audit_digest: audit.clone(),
+                transcript_id: audit,
+            });
+            l.gone |= sent.is_err();
+        }
+    }
+}
+}
+
+fn push_transcript(store: &mut VecDeque<(String, Value)>, id: String, t: Value) {
+    if store.iter().any(|(k, _)| *k == id) {
+        return;
+    }
+    if store.len() >= TRANSCRIPTS_KEPT {
+        store.pop_front();
+    }
+    store.push_back((id, t));
+}
+
+fn f32_json(x: F32) -> Value {
+    json!({ "bits": format!("{:#010x}", x.to_bits()), "value": f32_value(x) })
+}
+
+/// The audit transcript (docs/TRANSCRIPT.md, format 1) of choice `index`.
+fn transcript_json(info: &ModelInfo, l: &Live, index: u32, finish: Finish) -> Value {
+    let c = &l.choices[index as usize];
+    let p = SamplingParams {
+        seed: l.params.seed.wrapping_add(u64::from(index)),
+        ..l.params
+    };
+    // A stop string ended it early: the transcript runs exactly its steps.
+    let max_tokens = if c.hit_stop { c.steps.len() } else { l.max_tokens };
+    let _ = finish;
+    json!({
+        "format": 1,
+        "profile": detllm::PROFILE,
+        "crate_version": env!("CARGO_PKG_VERSION"),
+        "model": {
+            "file": info.file, "sha256": info.sha256,
+            "vocab_size": info.cfg.vocab_size, "dim": info.cfg.dim, "n_layers": info.cfg.n_layers,
+        },
+        "sampling": {
+            "temperature": f32_json(p.temperature), "top_k": p.top_k,
+            "top_p": f32_json(p.top_p), "min_p": f32_json(p.min_p),
+            "repeat_penalty": f32_json(p.repeat_penalty),
+            "penalty_last_n": p.penalty_last_n, "seed": p.seed,
+        },
+        "max_tokens": max_tokens,
+        "prompt": l.prompt_text,
+        "prompt_ids": l.prompt_ids,
+        "steps": c.steps.iter().map(|(id, d)| json!({"id": id, "digest": hex(d)})).collect::<Vec<_>>(),
+        "final_digest": c.steps.last().map(|(_, d)| hex(d)),
+    })
+}
+
+/// Arena bytes for the model, tokenizer, encode workspace, engine and scheduler.
+fn arena_bytes(file: &File<'_>, bytes: &[u8], lim: &Limits, scfg: &SchedConfig) -> CliResult<usize> {
+    let c = detllm::model::Config::from_gguf(file)?;
+    let model_bytes = Model::bytes_required(&c).ok_or(CliError::SizeOverflow)?;
+    let mut scratch = vec![0u8; model_bytes];
+    let mut a = Arena::new(&mut scratch);
+    let m = Model::from_gguf(file, bytes, &mut a)?;
+    let parts = [
+        model_bytes,
+        crate::vocab::tokenizer_bytes(file)?,
+        Workspace::bytes_required(MAX_PROMPT_BYTES).ok_or(CliError::SizeOverflow)?,
+        Engine::<PagedCache>::bytes_required(&m, lim)?,
+        Scheduler::bytes_required(scfg, lim, c.vocab_size)?,
+    ];
+    parts
+        .iter()
+        .try_fold(0usize, |t, &p| t.checked_add(p))
+        .ok_or(CliError::SizeOverflow)
+}
