@@ -96,6 +96,7 @@ pub mod parallel;
 mod pool;
 pub mod quant;
 pub mod sample;
+pub mod sched;
 pub mod selftest;
 #[cfg(test)]
 mod testutil;

@@ -1,0 +1,155 @@
+//! `detllm chat`: an interactive conversation on one sequence. The KV cache
+//! keeps every earlier turn, so each turn prefills only its own tokens.
+//! Replies stream to stdout; the prompt, notices and tokens/s go to stderr.
+
+use crate::args::{ModelArgs, SamplingArgs};
+use crate::error::CliResult;
+use crate::model_file::{ModelFile, existing_model};
+use crate::prompt::{chat_prompt, next_user_turn};
+use crate::session::{MAX_PROMPT_BYTES, Session, Shape};
+use crate::utf8_stream::Utf8Stream;
+use clap::Args;
+use detllm::F32;
+use detllm::kv::SeqId;
+use detllm::model::Entry;
+use detllm::sample::{SamplingParams, SplitMix64};
+use std::io::{BufRead, Write};
+use std::process::ExitCode;
+use std::time::Instant;
+
+#[derive(Args)]
+pub struct ChatArgs {
+    #[command(flatten)]
+    pub model_args: ModelArgs,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
+    /// Most tokens per reply.
+    #[arg(long, default_value_t = 256)]
+    pub max_tokens: usize,
+    /// System prompt (default: the template's).
+    #[arg(long)]
+    pub system: Option<String>,
+}
+
+/// The conversation's sequence and what its sampling depends on.
+struct Conversation {
+    seq: SeqId,
+    params: SamplingParams,
+    rng: SplitMix64,
+    /// Every token of the conversation so far (the repetition penalty's window).
+    history: Vec<u32>,
+    max_tokens: usize,
+}
+
+pub fn run(args: ChatArgs) -> CliResult<ExitCode> {
+    let path = existing_model(args.model_args.model.as_deref())?;
+    let model = ModelFile::open_for_run(&path)?;
+    let shape = Shape {
+        max_seqs: 1,
+        max_seq_len: 4096,
+        max_step_tokens: 256,
+        max_prompt_bytes: MAX_PROMPT_BYTES,
+    };
+    let mut arena_buf = Vec::new();
+    let mut session = Session::load(&model, &mut arena_buf, shape, args.model_args.threads)?;
+    let params = args.sampling.params()?;
+    let mut chat = Conversation {
+        seq: session.engine.new_seq()?,
+        params,
+        rng: SplitMix64::new(params.seed),
+        history: Vec::new(),
+        max_tokens: args.max_tokens,
+    };
+    eprintln!("detllm chat — empty line or Ctrl-D to quit");
+    let mut first = true;
+    while let Some(line) = read_user_line()? {
+        // Render only the new turn; the cache holds everything before it.
+        let turn = if first {
+            chat_prompt(args.system.as_deref(), &line)?
+        } else {
+            next_user_turn(&line)
+        };
+        first = false;
+        let ids = session.encode(&turn)?;
+        let len = session.engine.seq_len(chat.seq)?;
+        if len + ids.len() + chat.max_tokens > shape.max_seq_len {
+            eprintln!("(context full; start a new chat)");
+            break;
+        }
+        let logits = prefill_turn(&mut session, chat.seq, &ids, shape.max_step_tokens)?;
+        chat.history.extend_from_slice(&ids);
+        reply(&mut session, &mut chat, logits)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prompts with `> ` and reads one line; `None` at end of input or on an
+/// empty line.
+fn read_user_line() -> CliResult<Option<String>> {
+    eprint!("> ");
+    let mut line = String::new();
+    if std::io::stdin().lock().read_line(&mut line)? == 0 {
+        return Ok(None);
+    }
+    let line = line.trim_end_matches(['\n', '\r']);
+    Ok((!line.is_empty()).then(|| line.to_string()))
+}
+
+/// Feeds a turn's tokens in chunks of `max_step_tokens`; the logits at its
+/// last position.
+fn prefill_turn(
+    session: &mut Session<'_>,
+    seq: SeqId,
+    ids: &[u32],
+    max_step_tokens: usize,
+) -> CliResult<Vec<F32>> {
+    let mut logits = Vec::new();
+    for chunk in ids.chunks(max_step_tokens) {
+        logits = one_step(session, seq, chunk)?.to_vec();
+    }
+    Ok(logits)
+}
+
+fn one_step<'s>(session: &'s mut Session<'_>, seq: SeqId, tokens: &[u32]) -> CliResult<&'s [F32]> {
+    session.step(&[Entry {
+        seq,
+        tokens,
+        all_logits: false,
+    }])
+}
+
+/// Samples and streams the reply from `logits` until an end-of-generation
+/// token or `max_tokens`; the last sampled token goes into the cache too (it
+/// is not printed), then the tokens/s line.
+fn reply(
+    session: &mut Session<'_>,
+    chat: &mut Conversation,
+    mut logits: Vec<F32>,
+) -> CliResult<()> {
+    let vocab = session.vocab_size();
+    let mut text = Utf8Stream::default();
+    let start = Instant::now();
+    let mut n = 0;
+    loop {
+        let row = logits.get(..vocab).unwrap_or(&logits);
+        let id = session
+            .sampler
+            .sample(row, &chat.params, &chat.history, &mut chat.rng)?;
+        chat.history.push(id);
+        n += 1;
+        if session.tokenizer.is_eog(id) || n >= chat.max_tokens {
+            // Keep the end-of-turn token in the cache.
+            one_step(session, chat.seq, &[id])?;
+            break;
+        }
+        print!("{}", text.push(session.token_bytes(id)));
+        std::io::stdout().flush().ok();
+        logits = one_step(session, chat.seq, &[id])?.to_vec();
+    }
+    println!("{}", text.finish());
+    eprintln!(
+        "[{n} tokens, {:.1} tok/s]",
+        n as f64 / start.elapsed().as_secs_f64().max(1e-9)
+    );
+    Ok(())
+}

@@ -1,0 +1,195 @@
+//! `detllm generate`: text for one or more prompts. One prompt streams its
+//! text as it is produced; several run as one continuous batch
+//! ([`crate::batch`]) and print one block (or JSON object) each. Each
+//! prompt's tokens/s and digest go to stderr (or into its JSON object).
+
+use crate::args::{ModelArgs, SamplingArgs};
+use crate::batch::{PromptRun, run_prompts_batched};
+use crate::error::{CliError, CliResult};
+use crate::model_file::{ModelFile, existing_model};
+use crate::output::{hex, round1};
+use crate::prompt::chat_prompt;
+use crate::session::{MAX_PROMPT_BYTES, Session, Shape};
+use crate::transcript;
+use crate::utf8_stream::Utf8Stream;
+use clap::Args;
+use detllm::sample::SamplingParams;
+use sha2::Digest;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Args)]
+pub struct GenerateArgs {
+    #[command(flatten)]
+    pub model_args: ModelArgs,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
+    /// Prompt text (repeatable).
+    #[arg(long)]
+    pub prompt: Vec<String>,
+    /// File holding a prompt (repeatable).
+    #[arg(long)]
+    pub prompt_file: Vec<PathBuf>,
+    /// Wrap each prompt in the model's chat template.
+    #[arg(long)]
+    pub chat: bool,
+    /// Most tokens to generate per prompt.
+    #[arg(long, default_value_t = 128)]
+    pub max_tokens: usize,
+    /// One JSON object per prompt instead of streamed text.
+    #[arg(long)]
+    pub json: bool,
+    /// Write an audit transcript (single prompt).
+    #[arg(long)]
+    pub transcript: Option<PathBuf>,
+}
+
+/// Positions per sequence: prompt plus generated tokens.
+const MAX_SEQ_LEN: usize = 2048;
+
+/// The prompts as the model sees them: the text (chat-wrapped with
+/// `--chat`) and its token ids.
+struct Prompts {
+    texts: Vec<String>,
+    ids: Vec<Vec<u32>>,
+}
+
+pub fn run(args: GenerateArgs) -> CliResult<ExitCode> {
+    let path = existing_model(args.model_args.model.as_deref())?;
+    let model = ModelFile::open_for_run(&path)?;
+    let texts = prompt_texts(&args)?;
+    let shape = Shape {
+        max_seqs: texts.len(),
+        max_seq_len: MAX_SEQ_LEN,
+        max_step_tokens: 256,
+        max_prompt_bytes: MAX_PROMPT_BYTES,
+    };
+    let mut arena_buf = Vec::new();
+    let mut session = Session::load(&model, &mut arena_buf, shape, args.model_args.threads)?;
+    let prompts = encode_prompts(&mut session, texts, &args)?;
+    let params = args.sampling.params()?;
+    let stream = !args.json && prompts.ids.len() == 1;
+    let runs = generate(&mut session, &prompts.ids, &params, args.max_tokens, stream)?;
+    for (i, (run, text)) in runs.iter().zip(&prompts.texts).enumerate() {
+        report(&session, i, run, &args, stream);
+        if let Some(transcript_path) = &args.transcript {
+            transcript::write(
+                transcript_path,
+                &model,
+                &session,
+                text,
+                run,
+                &params,
+                args.max_tokens,
+            )?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The `--prompt` texts, then the contents of each `--prompt-file`.
+fn prompt_texts(args: &GenerateArgs) -> CliResult<Vec<String>> {
+    let mut texts = args.prompt.clone();
+    for path in &args.prompt_file {
+        texts.push(std::fs::read_to_string(path).map_err(CliError::at(path))?);
+    }
+    if texts.is_empty() {
+        return Err(CliError::Usage(
+            "give at least one --prompt or --prompt-file",
+        ));
+    }
+    Ok(texts)
+}
+
+/// Each text chat-wrapped if asked and encoded; fails if a prompt and
+/// `--max-tokens` do not fit [`MAX_SEQ_LEN`].
+fn encode_prompts(
+    session: &mut Session<'_>,
+    texts: Vec<String>,
+    args: &GenerateArgs,
+) -> CliResult<Prompts> {
+    let mut prompts = Prompts {
+        texts: Vec::with_capacity(texts.len()),
+        ids: Vec::with_capacity(texts.len()),
+    };
+    for text in texts {
+        let text = if args.chat {
+            chat_prompt(None, &text)?
+        } else {
+            text
+        };
+        let ids = session.encode(&text)?;
+        if ids.len() + args.max_tokens > MAX_SEQ_LEN {
+            return Err(CliError::PromptTooLong {
+                prompt_tokens: ids.len(),
+                max_tokens: args.max_tokens,
+                max_seq_len: MAX_SEQ_LEN,
+            });
+        }
+        prompts.ids.push(ids);
+        prompts.texts.push(text);
+    }
+    Ok(prompts)
+}
+
+/// Runs the prompts as one batch; with `stream`, prints the (single)
+/// prompt's text to stdout as it is produced.
+fn generate(
+    session: &mut Session<'_>,
+    prompts: &[Vec<u32>],
+    params: &SamplingParams,
+    max_tokens: usize,
+    stream: bool,
+) -> CliResult<Vec<PromptRun>> {
+    let mut out = std::io::stdout();
+    let mut text = Utf8Stream::default();
+    let runs = run_prompts_batched(session, prompts, params, max_tokens, |session, _, id, _| {
+        if stream && !session.tokenizer.is_eog(id) {
+            let _ = write!(out, "{}", text.push(session.token_bytes(id)));
+            let _ = out.flush();
+        }
+    })?;
+    if stream {
+        println!("{}", text.finish());
+    }
+    Ok(runs)
+}
+
+/// Prints run `i`: its text (unless it was streamed), then its token counts,
+/// tokens/s and digest — or all of it as one JSON object with `--json`.
+fn report(session: &Session<'_>, i: usize, run: &PromptRun, args: &GenerateArgs, stream: bool) {
+    let text = generated_text(session, run);
+    let digest = hex(&run.digest.clone().finalize());
+    let prefill_tok_s = run.prompt_ids.len() as f64 / run.prefill_s.max(1e-9);
+    // The first token comes from the prefill logits, so decode made one fewer.
+    let decode_tok_s = run.ids.len().saturating_sub(1) as f64 / run.decode_s.max(1e-9);
+    if args.json {
+        let object = serde_json::json!({
+            "prompt_ids": run.prompt_ids, "ids": run.ids, "text": text, "digest": digest,
+            "prefill_tok_s": round1(prefill_tok_s), "decode_tok_s": round1(decode_tok_s),
+        });
+        println!("{object}");
+        return;
+    }
+    if !stream {
+        println!("--- prompt {i} ---\n{text}");
+    }
+    eprintln!(
+        "[{} prompt tokens, {} generated] prefill {prefill_tok_s:.1} tok/s, decode {decode_tok_s:.1} tok/s\ndigest {digest}",
+        run.prompt_ids.len(),
+        run.ids.len(),
+    );
+}
+
+/// The generated text without end-of-generation tokens; bytes that are not
+/// UTF-8 become U+FFFD.
+fn generated_text(session: &Session<'_>, run: &PromptRun) -> String {
+    let bytes: Vec<u8> = run
+        .ids
+        .iter()
+        .filter(|&&id| !session.tokenizer.is_eog(id))
+        .flat_map(|&id| session.token_bytes(id).iter().copied())
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}

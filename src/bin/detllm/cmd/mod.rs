@@ -1,0 +1,8 @@
+//! One module per subcommand: its arguments and its `run`.
+
+pub mod bench;
+pub mod chat;
+pub mod generate;
+pub mod inspect;
+pub mod tokenize;
+pub mod verify;

@@ -1,0 +1,146 @@
+//! `detllm verify`: re-executes an audit transcript and compares every
+//! step's token and digest. Exit 0 if all verify; exit 1 with the first
+//! divergent step (or the model's SHA-256 mismatch) on stdout; a malformed
+//! transcript is an error (exit 2).
+
+use crate::batch::{PromptRun, run_prompts_batched};
+use crate::error::{CliError, CliResult};
+use crate::model_file::{DEFAULT_MODEL, ModelFile, existing_model, model_cache_dir};
+use crate::output::hex;
+use crate::session::{MAX_PROMPT_BYTES, Session, Shape};
+use crate::transcript::{self, Transcript, TranscriptError};
+use clap::Args;
+use detllm::F32;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Args)]
+pub struct VerifyArgs {
+    /// Transcript written by `generate --transcript`.
+    pub transcript: PathBuf,
+    /// Model file (default: the one the transcript names in the cache).
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// Worker threads.
+    #[arg(long, default_value_t = 1)]
+    pub threads: usize,
+}
+
+pub fn run(args: VerifyArgs) -> CliResult<ExitCode> {
+    let text = std::fs::read_to_string(&args.transcript).map_err(CliError::at(&args.transcript))?;
+    let expected = transcript::parse(&text)?;
+    let model_path = transcript_model(args.model.as_deref(), &expected)?;
+    let model = ModelFile::open_for_run(&model_path)?;
+    let sha256 = model.sha256();
+    if sha256 != expected.sha256 {
+        println!(
+            "wrong model: {} has SHA-256 {sha256}, the transcript expects {}",
+            model_path.display(),
+            expected.sha256
+        );
+        return Ok(ExitCode::from(1));
+    }
+    let shape = Shape {
+        max_seqs: 1,
+        max_seq_len: expected.prompt_ids.len() + expected.max_tokens + 1,
+        max_step_tokens: 256,
+        max_prompt_bytes: MAX_PROMPT_BYTES,
+    };
+    let mut arena_buf = Vec::new();
+    let mut session = Session::load(&model, &mut arena_buf, shape, args.threads)?;
+    check_ids_in_vocab(&expected, session.vocab_size())?;
+    // Re-run with the same parameters, recording each step's logits.
+    let mut logits_per_step: Vec<Vec<F32>> = Vec::new();
+    let runs = run_prompts_batched(
+        &mut session,
+        std::slice::from_ref(&expected.prompt_ids),
+        &expected.params,
+        expected.steps.len(),
+        |_, _, _, row| logits_per_step.push(row.to_vec()),
+    )?;
+    let verified = runs
+        .first()
+        .is_some_and(|run| compare(&expected, run, &logits_per_step));
+    Ok(if verified {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// `--model`, else the file the transcript names if it is in the model
+/// cache, else the default lookup.
+fn transcript_model(model_arg: Option<&Path>, expected: &Transcript) -> CliResult<PathBuf> {
+    if let Some(path) = model_arg {
+        return Ok(path.to_path_buf());
+    }
+    let name = expected.model_file.as_deref().unwrap_or(DEFAULT_MODEL);
+    let cached = model_cache_dir().join(name);
+    if cached.exists() {
+        Ok(cached)
+    } else {
+        existing_model(None)
+    }
+}
+
+/// Fails if a prompt or step id is not in the model's vocabulary.
+fn check_ids_in_vocab(expected: &Transcript, vocab_size: usize) -> CliResult<()> {
+    let step_ids = expected.steps.iter().map(|(id, _)| id);
+    match expected
+        .prompt_ids
+        .iter()
+        .chain(step_ids)
+        .find(|&&id| id as usize >= vocab_size)
+    {
+        Some(&id) => Err(TranscriptError::TokenOutsideVocab { id, vocab_size }.into()),
+        None => Ok(()),
+    }
+}
+
+/// Compares the re-run with the transcript step by step and prints the
+/// verdict: `verified: …`, or where and how it diverged. `logits_per_step`
+/// are the rows the re-run sampled from (the divergent step's logits of both
+/// tokens are printed).
+fn compare(expected: &Transcript, run: &PromptRun, logits_per_step: &[Vec<F32>]) -> bool {
+    let produced = run.ids.iter().zip(&run.step_digests);
+    for (i, ((exp_id, exp_digest), (got_id, got_digest))) in
+        expected.steps.iter().zip(produced).enumerate()
+    {
+        let got_hex = hex(got_digest);
+        if *exp_digest != got_hex || exp_id != got_id {
+            let row = logits_per_step.get(i).map_or(&[][..], Vec::as_slice);
+            let logit = |id: u32| {
+                row.get(id as usize)
+                    .map(|x| f32::from_bits(x.to_bits()))
+                    .unwrap_or(f32::NAN)
+            };
+            println!("DIVERGED at step {i}:");
+            println!(
+                "  expected token {exp_id} (logit {}) digest {exp_digest}",
+                logit(*exp_id)
+            );
+            println!(
+                "  produced token {got_id} (logit {}) digest {got_hex}",
+                logit(*got_id)
+            );
+            return false;
+        }
+    }
+    if run.ids.len() < expected.steps.len() {
+        println!(
+            "DIVERGED: the run ended after {} steps, the transcript has {}",
+            run.ids.len(),
+            expected.steps.len()
+        );
+        return false;
+    }
+    let last = expected.steps.last().map(|s| s.1.as_str()).unwrap_or("");
+    if expected.final_digest != last {
+        println!("DIVERGED at the final digest:");
+        println!("  expected {}", expected.final_digest);
+        println!("  produced {last}");
+        return false;
+    }
+    println!("verified: {} steps, digest {last}", expected.steps.len());
+    true
+}
