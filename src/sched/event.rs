@@ -44,6 +44,8 @@ pub struct TokenEvent<'e> {
     pub token: u32,
     /// The audit chain after this token (`audit::DigestChain` of the solo run).
     pub digest: [u8; 32],
+    /// The logits row the token was sampled from (`vocab_size`).
+    pub logits: &'e [F32],
     /// Its log-probability, when the request asked for logprobs
     /// (see [`super::logprobs`] for the distribution).
     pub logprob: Option<F32>,

@@ -382,6 +382,27 @@ impl<'a> Scheduler<'a> {
         self.retire_done(sink, &mut StepReport::default())
     }
 
+    /// Ends completion `index` of `id` now, as if its last token had been a
+    /// stop token: frees its pages and reports `Finished { reason: Stop }`.
+    /// For stop conditions the caller decides (e.g. a stop string found in
+    /// the decoded text): called between steps, the completion's tokens and
+    /// digests are those of a solo run that stops at the same token.
+    /// [`Error::UnknownRequest`] if that completion is not waiting or running.
+    pub fn stop_completion<S: Sink + ?Sized>(
+        &mut self,
+        id: RequestId,
+        index: u32,
+        sink: &mut S,
+    ) -> Result<()> {
+        let slot = self
+            .slots
+            .iter_mut()
+            .find(|s| s.request == id.0 && s.index == index && s.state() != State::Free)
+            .ok_or(Error::UnknownRequest { id: id.0 })?;
+        slot.finish(FinishReason::Stop);
+        self.retire_done(sink, &mut StepReport::default())
+    }
+
     /// Runs one engine step: one decode row per running completion, prefill
     /// chunks of the others and of newly admitted requests, under the token
     /// budget; samples every completion whose history is fed and reports
@@ -879,6 +900,7 @@ fn sample_next<S: Sink + ?Sized>(
         position: slot.generated() - 1,
         token,
         digest,
+        logits: row,
         logprob,
         top_logprobs: &top[..n_top],
     }));

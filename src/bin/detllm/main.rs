@@ -25,6 +25,8 @@ mod error;
 mod model_file;
 mod output;
 mod prompt;
+#[cfg(feature = "serve")]
+mod serve;
 mod session;
 mod transcript;
 mod utf8_stream;
@@ -55,6 +57,9 @@ enum Command {
     Bench(cmd::bench::BenchArgs),
     /// Re-execute a transcript and compare every step's digest.
     Verify(cmd::verify::VerifyArgs),
+    /// Serve the model over an OpenAI-compatible HTTP API (continuous batching).
+    #[cfg(feature = "serve")]
+    Serve(serve::ServeArgs),
 }
 
 fn main() -> ExitCode {
@@ -65,6 +70,8 @@ fn main() -> ExitCode {
         Command::Inspect(args) => cmd::inspect::run(args),
         Command::Bench(args) => cmd::bench::run(args),
         Command::Verify(args) => cmd::verify::run(args),
+        #[cfg(feature = "serve")]
+        Command::Serve(args) => serve::run(args),
     };
     match result {
         Ok(code) => code,

@@ -63,9 +63,69 @@ pub struct StreamOptions {
     pub include_usage: bool,
 }
 
-/// The sampling and length fields both endpoints share.
+/// One chat message's content: a string or text parts.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum Content {
+    /// Plain text.
+    Text(String),
+    /// `[{"type": "text", "text": "..."}]`.
+    Parts(Vec<ContentPart>),
+}
+
+/// A content part (only text is supported).
+#[derive(Debug, Deserialize)]
+pub struct ContentPart {
+    /// Must be `"text"`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The text.
+    #[serde(default)]
+    pub text: String,
+}
+
+/// One chat message.
+#[derive(Debug, Deserialize)]
+pub struct ChatMessage {
+    /// `system`, `user` or `assistant` (`developer` is taken as `system`).
+    pub role: String,
+    /// The text.
+    pub content: Content,
+}
+
+/// `prompt`: text, token ids, or a list of either.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum Prompt {
+    /// One text prompt.
+    Text(String),
+    /// One prompt as token ids.
+    Tokens(Vec<u32>),
+    /// Several text prompts.
+    Texts(Vec<String>),
+    /// Several prompts as token ids.
+    TokenLists(Vec<Vec<u32>>),
+}
+
+/// `logprobs`: a flag (chat) or a count of alternatives (completions).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum LogprobsParam {
+    /// Chat: report log-probabilities (`top_logprobs` gives the count).
+    Flag(bool),
+    /// Completions: report them with this many alternatives.
+    Count(u64),
+}
+
+/// The body of `POST /v1/chat/completions` and `POST /v1/completions`:
+/// every field either takes, in one struct (no `flatten`, so that the
+/// sampling numbers keep their digits).
 #[derive(Debug, Default, Deserialize)]
-pub struct CommonParams {
+pub struct RequestBody {
+    /// Chat: the conversation.
+    pub messages: Option<Vec<ChatMessage>>,
+    /// Completions: the prompt(s).
+    pub prompt: Option<Prompt>,
     /// Model name (any value is accepted if it names the loaded model or is absent).
     pub model: Option<String>,
     /// Most tokens to generate.
@@ -97,81 +157,14 @@ pub struct CommonParams {
     pub presence_penalty: Option<Decimal>,
     /// OpenAI penalties; only 0 is supported.
     pub frequency_penalty: Option<Decimal>,
-}
-
-/// One chat message's content: a string or text parts.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-pub enum Content {
-    /// Plain text.
-    Text(String),
-    /// `[{"type": "text", "text": "..."}]`.
-    Parts(Vec<ContentPart>),
-}
-
-/// A content part (only text is supported).
-#[derive(Debug, Deserialize)]
-pub struct ContentPart {
-    /// Must be `"text"`.
-    #[serde(rename = "type")]
-    pub kind: String,
-    /// The text.
-    #[serde(default)]
-    pub text: String,
-}
-
-/// One chat message.
-#[derive(Debug, Deserialize)]
-pub struct ChatMessage {
-    /// `system`, `user` or `assistant` (`developer` is taken as `system`).
-    pub role: String,
-    /// The text.
-    pub content: Content,
-}
-
-/// `POST /v1/chat/completions`.
-#[derive(Debug, Deserialize)]
-pub struct ChatRequest {
-    /// The conversation.
-    pub messages: Vec<ChatMessage>,
-    /// Shared parameters.
-    #[serde(flatten)]
-    pub common: CommonParams,
-    /// Return log-probabilities of the sampled tokens.
-    #[serde(default)]
-    pub logprobs: bool,
-    /// And of this many alternatives per token (≤ 20; needs `logprobs`).
+    /// Log-probabilities (chat: a flag; completions: the alternatives' count).
+    pub logprobs: Option<LogprobsParam>,
+    /// Chat: alternatives per token (≤ 20; needs `logprobs: true`).
     pub top_logprobs: Option<u64>,
-}
-
-/// `prompt`: text, token ids, or a list of either.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-pub enum Prompt {
-    /// One text prompt.
-    Text(String),
-    /// One prompt as token ids.
-    Tokens(Vec<u32>),
-    /// Several text prompts.
-    Texts(Vec<String>),
-    /// Several prompts as token ids.
-    TokenLists(Vec<Vec<u32>>),
-}
-
-/// `POST /v1/completions`.
-#[derive(Debug, Deserialize)]
-pub struct CompletionRequest {
-    /// The prompt(s).
-    pub prompt: Prompt,
-    /// Shared parameters.
-    #[serde(flatten)]
-    pub common: CommonParams,
-    /// Log-probabilities of the sampled tokens and this many alternatives (0..=20).
-    pub logprobs: Option<u64>,
-    /// Not supported (must be false).
+    /// Completions: not supported (must be false).
     #[serde(default)]
     pub echo: bool,
-    /// Not supported (must be absent).
+    /// Completions: not supported (must be absent).
     pub suffix: Option<String>,
 }
 
@@ -195,8 +188,6 @@ pub struct GenRequest {
     pub max_tokens: Option<usize>,
     /// Sampling, seed included.
     pub params: SamplingParams,
-    /// Whether the seed came from the request (else the server chose it).
-    pub seed_given: bool,
     /// Completions of this prompt.
     pub n: usize,
     /// Stop strings.
@@ -211,7 +202,7 @@ pub struct GenRequest {
 
 /// What both endpoints share, validated; `seed` is the server's pick when
 /// the request has none.
-fn common(c: &CommonParams, default_max: Option<u64>, seed: u64) -> Result<GenRequest, ApiError> {
+fn common(c: &RequestBody, default_max: Option<u64>, seed: u64) -> Result<GenRequest, ApiError> {
     for (name, v) in [
         ("presence_penalty", &c.presence_penalty),
         ("frequency_penalty", &c.frequency_penalty),
@@ -237,7 +228,12 @@ fn common(c: &CommonParams, default_max: Option<u64>, seed: u64) -> Result<GenRe
     };
     check_sampling(c, &params)?;
     let max_tokens = match c.max_completion_tokens.or(c.max_tokens).or(default_max) {
-        Some(0) => return Err(ApiError::invalid("max_tokens", "max_tokens must be at least 1")),
+        Some(0) => {
+            return Err(ApiError::invalid(
+                "max_tokens",
+                "max_tokens must be at least 1",
+            ));
+        }
         Some(m) => Some(usize::try_from(m).unwrap_or(usize::MAX)),
         None => None,
     };
@@ -252,7 +248,6 @@ fn common(c: &CommonParams, default_max: Option<u64>, seed: u64) -> Result<GenRe
         prompt: PromptInput::Tokens(Vec::new()),
         max_tokens,
         params,
-        seed_given: c.seed.is_some(),
         n: n as usize,
         stop: stop_strings(&c.stop)?,
         logprobs: None,
@@ -262,13 +257,25 @@ fn common(c: &CommonParams, default_max: Option<u64>, seed: u64) -> Result<GenRe
 }
 
 /// Each sampling float in range, named when not.
-fn check_sampling(c: &CommonParams, p: &SamplingParams) -> Result<(), ApiError> {
+fn check_sampling(c: &RequestBody, p: &SamplingParams) -> Result<(), ApiError> {
     let finite_non_negative = |x: F32| !(x.is_nan() || x.is_infinite() || x.is_sign_negative());
-    let at_most_one = |x: F32| !(F32::ONE < x);
+    let at_most_one = |x: F32| x.le(F32::ONE);
     let checks = [
-        ("temperature", c.temperature.is_some(), finite_non_negative(p.temperature)),
-        ("top_p", c.top_p.is_some(), finite_non_negative(p.top_p) && at_most_one(p.top_p)),
-        ("min_p", c.min_p.is_some(), finite_non_negative(p.min_p) && at_most_one(p.min_p)),
+        (
+            "temperature",
+            c.temperature.is_some(),
+            finite_non_negative(p.temperature),
+        ),
+        (
+            "top_p",
+            c.top_p.is_some(),
+            finite_non_negative(p.top_p) && at_most_one(p.top_p),
+        ),
+        (
+            "min_p",
+            c.min_p.is_some(),
+            finite_non_negative(p.min_p) && at_most_one(p.min_p),
+        ),
         (
             "repeat_penalty",
             c.repeat_penalty.is_some(),
@@ -295,7 +302,10 @@ fn stop_strings(stop: &Option<Stop>) -> Result<Vec<String>, ApiError> {
             format!("at most {MAX_STOP} stop strings"),
         ));
     }
-    if list.iter().any(|s| s.is_empty() || s.len() > MAX_STOP_BYTES) {
+    if list
+        .iter()
+        .any(|s| s.is_empty() || s.len() > MAX_STOP_BYTES)
+    {
         return Err(ApiError::invalid(
             "stop",
             format!("stop strings must be 1 to {MAX_STOP_BYTES} bytes"),
@@ -314,15 +324,21 @@ fn top_logprobs(n: u64, param: &'static str) -> Result<usize, ApiError> {
     Ok(n as usize)
 }
 
-impl ChatRequest {
-    /// The validated request (`seed`: the server's pick if none is given).
-    pub fn into_gen(self, seed: u64) -> Result<GenRequest, ApiError> {
-        let mut g = common(&self.common, None, seed)?;
-        if self.messages.is_empty() {
-            return Err(ApiError::invalid("messages", "messages must not be empty"));
-        }
-        let mut msgs = Vec::with_capacity(self.messages.len());
-        for (i, m) in self.messages.into_iter().enumerate() {
+impl RequestBody {
+    /// The validated chat request (`seed`: the server's pick if none is given).
+    pub fn into_chat(self, seed: u64) -> Result<GenRequest, ApiError> {
+        let mut g = common(&self, None, seed)?;
+        let messages = match self.messages {
+            Some(m) if !m.is_empty() => m,
+            _ => {
+                return Err(ApiError::invalid(
+                    "messages",
+                    "messages must be a non-empty array",
+                ));
+            }
+        };
+        let mut msgs = Vec::with_capacity(messages.len());
+        for (i, m) in messages.into_iter().enumerate() {
             let role = match m.role.as_str() {
                 "system" | "developer" => "system",
                 "user" => "user",
@@ -342,7 +358,10 @@ impl ChatRequest {
                         if p.kind != "text" {
                             return Err(ApiError::invalid(
                                 "messages",
-                                format!("messages[{i}]: content part type \"{}\" is not supported", p.kind),
+                                format!(
+                                    "messages[{i}]: content part type \"{}\" is not supported",
+                                    p.kind
+                                ),
                             ));
                         }
                         t.push_str(&p.text);
@@ -353,7 +372,17 @@ impl ChatRequest {
             msgs.push((role.to_string(), text));
         }
         g.prompt = PromptInput::Chat(msgs);
-        g.logprobs = match (self.logprobs, self.top_logprobs) {
+        let wanted = match self.logprobs {
+            None | Some(LogprobsParam::Flag(false)) => false,
+            Some(LogprobsParam::Flag(true)) => true,
+            Some(LogprobsParam::Count(_)) => {
+                return Err(ApiError::invalid(
+                    "logprobs",
+                    "logprobs must be true or false",
+                ));
+            }
+        };
+        g.logprobs = match (wanted, self.top_logprobs) {
             (false, Some(_)) => {
                 return Err(ApiError::invalid(
                     "top_logprobs",
@@ -365,11 +394,10 @@ impl ChatRequest {
         };
         Ok(g)
     }
-}
 
-impl CompletionRequest {
-    /// The validated request, one per prompt (`seed`: the server's pick if none is given).
-    pub fn into_gens(self, seed: u64) -> Result<Vec<GenRequest>, ApiError> {
+    /// The validated completion requests, one per prompt (`seed`: the
+    /// server's pick if none is given).
+    pub fn into_completions(self, seed: u64) -> Result<Vec<GenRequest>, ApiError> {
         if self.echo {
             return Err(ApiError::invalid("echo", "echo is not supported"));
         }
@@ -377,16 +405,23 @@ impl CompletionRequest {
             return Err(ApiError::invalid("suffix", "suffix is not supported"));
         }
         // OpenAI's default for the legacy endpoint.
-        let g = common(&self.common, Some(16), seed)?;
-        let logprobs = self
-            .logprobs
-            .map(|k| top_logprobs(k, "logprobs"))
-            .transpose()?;
+        let g = common(&self, Some(16), seed)?;
+        let logprobs = match self.logprobs {
+            None => None,
+            Some(LogprobsParam::Count(k)) => Some(top_logprobs(k, "logprobs")?),
+            Some(LogprobsParam::Flag(_)) => {
+                return Err(ApiError::invalid(
+                    "logprobs",
+                    "logprobs must be an integer (0 to 20)",
+                ));
+            }
+        };
         let prompts: Vec<PromptInput> = match self.prompt {
-            Prompt::Text(t) => vec![PromptInput::Text(t)],
-            Prompt::Tokens(t) => vec![PromptInput::Tokens(t)],
-            Prompt::Texts(v) => v.into_iter().map(PromptInput::Text).collect(),
-            Prompt::TokenLists(v) => v.into_iter().map(PromptInput::Tokens).collect(),
+            None => return Err(ApiError::invalid("prompt", "prompt is required")),
+            Some(Prompt::Text(t)) => vec![PromptInput::Text(t)],
+            Some(Prompt::Tokens(t)) => vec![PromptInput::Tokens(t)],
+            Some(Prompt::Texts(v)) => v.into_iter().map(PromptInput::Text).collect(),
+            Some(Prompt::TokenLists(v)) => v.into_iter().map(PromptInput::Tokens).collect(),
         };
         if prompts.is_empty() || prompts.len() > MAX_N {
             return Err(ApiError::invalid(

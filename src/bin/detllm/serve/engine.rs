@@ -42,10 +42,10 @@ const PREFIX_CACHE_ENTRIES: usize = 8;
 const TRANSCRIPTS_KEPT: usize = 256;
 
 /// What the engine thread is built for.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct EngineConfig {
     /// Model path and worker threads.
-    pub model: crate::ModelArgs,
+    pub model: crate::args::ModelArgs,
     /// Completions running at once.
     pub max_seqs: usize,
     /// Positions per sequence.
@@ -71,7 +71,11 @@ pub struct Loaded {
 
 /// Loads the model on a new thread and serves `commands` there; returns
 /// once the model is loaded (or failed to load).
-pub fn start(cfg: EngineConfig, commands: Receiver<Command>, metrics: Arc<Metrics>) -> CliResult<Loaded> {
+pub fn start(
+    cfg: EngineConfig,
+    commands: Receiver<Command>,
+    metrics: Arc<Metrics>,
+) -> CliResult<Loaded> {
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     std::thread::Builder::new()
         .name("detllm-engine".into())
@@ -248,14 +252,23 @@ impl Runner {
                 let _ = reply.send(self.submit(req, events));
             }
             Command::Cancel { id } => self.cancel(id),
-            Command::Tokenize { text, special, reply } => {
+            Command::Tokenize {
+                text,
+                special,
+                reply,
+            } => {
                 let _ = reply.send(self.encode(&text, special));
             }
             Command::Detokenize { tokens, reply } => {
                 let _ = reply.send(self.decode(&tokens));
             }
             Command::Transcript { id, reply } => {
-                let t = self.front.transcripts.iter().find(|(k, _)| *k == id).map(|(_, v)| v.clone());
+                let t = self
+                    .front
+                    .transcripts
+                    .iter()
+                    .find(|(k, _)| *k == id)
+                    .map(|(_, v)| v.clone());
                 let _ = reply.send(t);
             }
         }
@@ -283,7 +296,10 @@ impl Runner {
         let mut bytes = Vec::new();
         for &t in tokens {
             let p = self.front.tokenizer.piece(t, false).ok_or_else(|| {
-                ApiError::invalid("tokens", format!("token id {t} is outside the vocabulary ({vocab})"))
+                ApiError::invalid(
+                    "tokens",
+                    format!("token id {t} is outside the vocabulary ({vocab})"),
+                )
             })?;
             bytes.extend_from_slice(p);
         }
@@ -317,10 +333,17 @@ impl Runner {
         }
     }
 
-    fn submit(&mut self, req: GenRequest, events: UnboundedSender<Event>) -> Result<Accepted, ApiError> {
+    fn submit(
+        &mut self,
+        req: GenRequest,
+        events: UnboundedSender<Event>,
+    ) -> Result<Accepted, ApiError> {
         let (prompt_text, prompt_ids) = self.prompt(&req.prompt)?;
         if prompt_ids.is_empty() {
-            return Err(ApiError::invalid("prompt", "the prompt encodes to no tokens"));
+            return Err(ApiError::invalid(
+                "prompt",
+                "the prompt encodes to no tokens",
+            ));
         }
         let ctx = self.cfg.ctx;
         let room = ctx.saturating_sub(prompt_ids.len());
@@ -338,12 +361,22 @@ impl Runner {
             None if room == 0 => {
                 return Err(ApiError::invalid(
                     "messages",
-                    format!("the prompt ({} tokens) fills the context ({ctx})", prompt_ids.len()),
+                    format!(
+                        "the prompt ({} tokens) fills the context ({ctx})",
+                        prompt_ids.len()
+                    ),
                 ));
             }
             None => room,
         };
-        let eog: Vec<u32> = self.front.tokenizer.eog_ids().iter().copied().take(sched::MAX_STOP).collect();
+        let eog: Vec<u32> = self
+            .front
+            .tokenizer
+            .eog_ids()
+            .iter()
+            .copied()
+            .take(sched::MAX_STOP)
+            .collect();
         let request = sched::Request {
             prompt: &prompt_ids,
             max_tokens,
@@ -353,10 +386,15 @@ impl Runner {
             logprobs: req.logprobs,
         };
         let id = self.sched.submit(&request).map_err(|e| match e {
-            detllm::Error::QueueFull { .. } => ApiError::busy("the request queue is full; retry shortly"),
+            detllm::Error::QueueFull { .. } => {
+                ApiError::busy("the request queue is full; retry shortly")
+            }
             other => ApiError::invalid("prompt", other.to_string()),
         })?;
-        self.front.metrics.prompt_tokens.fetch_add(prompt_ids.len() as u64, Relaxed);
+        self.front
+            .metrics
+            .prompt_tokens
+            .fetch_add(prompt_ids.len() as u64, Relaxed);
         let choices = (0..req.n)
             .map(|_| Choice {
                 text: ChoiceText::new(req.stop.clone()),
@@ -390,10 +428,15 @@ impl Runner {
         if !self.front.live.contains_key(&id) {
             return;
         }
+        self.front
+            .metrics
+            .request(super::metrics::Outcome::Cancelled);
         let front = &mut self.front;
         let _ = self
             .sched
-            .cancel(RequestId(id), &mut |ev: &sched::Event<'_>| front.on_event(ev));
+            .cancel(RequestId(id), &mut |ev: &sched::Event<'_>| {
+                front.on_event(ev)
+            });
         self.front.live.remove(&id);
     }
 
@@ -411,7 +454,9 @@ impl Runner {
         metrics.step(t0.elapsed().as_secs_f64());
         match r {
             Ok(report) => {
-                metrics.preemptions.fetch_add(report.preempted as u64, Relaxed);
+                metrics
+                    .preemptions
+                    .fetch_add(report.preempted as u64, Relaxed);
             }
             Err(e) => {
                 // A failed step changed nothing; fail every request rather than spin.
@@ -426,11 +471,11 @@ impl Runner {
         }
         for (id, index) in self.front.stopped_choices() {
             let front = &mut self.front;
-            let _ = self.sched.stop_completion(
-                RequestId(id),
-                index,
-                &mut |ev: &sched::Event<'_>| front.on_event(ev),
-            );
+            let _ = self
+                .sched
+                .stop_completion(RequestId(id), index, &mut |ev: &sched::Event<'_>| {
+                    front.on_event(ev)
+                });
         }
         let gone: Vec<u64> = self
             .front
@@ -440,7 +485,6 @@ impl Runner {
             .map(|(&id, _)| id)
             .collect();
         for id in gone {
-            self.front.metrics.request(super::metrics::Outcome::Cancelled);
             self.cancel(id);
         }
         self.front.live.retain(|_, l| l.open > 0);
@@ -454,8 +498,10 @@ impl Runner {
         m.running.store(self.sched.running() as u64, Relaxed);
         m.kv_pages_free.store(kv.free_pages() as u64, Relaxed);
         m.kv_pages_cached.store(cached as u64, Relaxed);
-        m.kv_pages_used
-            .store((kv.n_pages() - kv.free_pages()).saturating_sub(cached) as u64, Relaxed);
+        m.kv_pages_used.store(
+            (kv.n_pages() - kv.free_pages()).saturating_sub(cached) as u64,
+            Relaxed,
+        );
         let s = self.sched.stats();
         m.prefix_cache_hit_tokens.store(s.prefix_tokens, Relaxed);
     }
@@ -488,73 +534,85 @@ impl Front {
 
     /// Turns one scheduler event into the request's protocol event.
     fn on_event(&mut self, ev: &sched::Event<'_>) {
-    let (live, transcripts, tok, metrics, info) = (
-        &mut self.live,
-        &mut self.transcripts,
-        &self.tokenizer,
-        &*self.metrics,
-        &self.info,
-    );
-    match ev {
-        sched::Event::Token(t) => {
-            let Some(l) = live.get_mut(&t.request.0) else { return };
-            let Some(c) = l.choices.get_mut(t.index as usize) else { return };
-            metrics.generated_tokens.fetch_add(1, Relaxed);
-            hash_logits(&mut c.rows, t.logits);
-            c.steps.push((t.token, t.digest));
-            let bytes = tok.piece(t.token, false).unwrap_or(&[]).to_vec();
-            let eog = tok.is_eog(t.token);
-            let (text, stopped) = if eog { (String::new(), false) } else { c.text.push(&bytes) };
-            c.hit_stop |= stopped;
-            let logprob = t.logprob.map(|lp| {
-                let alts = t
-                    .top_logprobs
-                    .iter()
-                    .map(|a| Alternative {
-                        id: a.token,
-                        bytes: tok.piece(a.token, false).unwrap_or(&[]).to_vec(),
-                        logprob: f32_value(a.logprob),
-                    })
-                    .collect();
-                (f32_value(lp), alts)
-            });
-            let sent = l.events.send(Event::Token {
-                choice: t.index as usize,
-                id: t.token,
-                bytes,
-                text,
-                logprob,
-            });
-            l.gone |= sent.is_err();
-        }
-        sched::Event::Finished(f) => {
-            let Some(l) = live.get_mut(&f.request.0) else { return };
-            let Some(c) = l.choices.get_mut(f.index as usize) else { return };
-            let finish = match f.reason {
-                FinishReason::Length => Finish::Length,
-                FinishReason::Stop => Finish::Stop,
-                FinishReason::Cancelled if c.hit_stop => Finish::Stop,
-                FinishReason::Cancelled => return,
-            };
-            c.done = true;
-            l.open = l.open.saturating_sub(1);
-            let rest = c.text.finish();
-            let digest = hex(&c.rows.clone().finalize());
-            let audit = hex(&f.digest);
-            let transcript = transcript_json(info, l, f.index, finish);
-            push_transcript(transcripts, audit.clone(), transcript);
-            let sent = l.events.send(Event::Done {
-                choice: f.index as usize,
-                finish,
-                text: rest,
-                digest,
-                audit_digest: audit.clone(),
-                transcript_id: audit,
-            });
-            l.gone |= sent.is_err();
+        let (live, transcripts, tok, metrics, info) = (
+            &mut self.live,
+            &mut self.transcripts,
+            &self.tokenizer,
+            &*self.metrics,
+            &self.info,
+        );
+        match ev {
+            sched::Event::Token(t) => {
+                let Some(l) = live.get_mut(&t.request.0) else {
+                    return;
+                };
+                let Some(c) = l.choices.get_mut(t.index as usize) else {
+                    return;
+                };
+                metrics.generated_tokens.fetch_add(1, Relaxed);
+                hash_logits(&mut c.rows, t.logits);
+                c.steps.push((t.token, t.digest));
+                let bytes = tok.piece(t.token, false).unwrap_or(&[]).to_vec();
+                let eog = tok.is_eog(t.token);
+                let (text, stopped) = if eog {
+                    (String::new(), false)
+                } else {
+                    c.text.push(&bytes)
+                };
+                c.hit_stop |= stopped;
+                let logprob = t.logprob.map(|lp| {
+                    let alts = t
+                        .top_logprobs
+                        .iter()
+                        .map(|a| Alternative {
+                            id: a.token,
+                            bytes: tok.piece(a.token, false).unwrap_or(&[]).to_vec(),
+                            logprob: f32_value(a.logprob),
+                        })
+                        .collect();
+                    (f32_value(lp), alts)
+                });
+                let sent = l.events.send(Event::Token {
+                    choice: t.index as usize,
+                    id: t.token,
+                    bytes,
+                    text,
+                    logprob,
+                });
+                l.gone |= sent.is_err();
+            }
+            sched::Event::Finished(f) => {
+                let Some(l) = live.get_mut(&f.request.0) else {
+                    return;
+                };
+                let Some(c) = l.choices.get_mut(f.index as usize) else {
+                    return;
+                };
+                let finish = match f.reason {
+                    FinishReason::Length => Finish::Length,
+                    FinishReason::Stop => Finish::Stop,
+                    FinishReason::Cancelled if c.hit_stop => Finish::Stop,
+                    FinishReason::Cancelled => return,
+                };
+                c.done = true;
+                l.open = l.open.saturating_sub(1);
+                let rest = c.text.finish();
+                let digest = hex(&c.rows.clone().finalize());
+                let audit = hex(&f.digest);
+                let transcript = transcript_json(info, l, f.index, finish);
+                push_transcript(transcripts, audit.clone(), transcript);
+                let sent = l.events.send(Event::Done {
+                    choice: f.index as usize,
+                    finish,
+                    text: rest,
+                    digest,
+                    audit_digest: audit.clone(),
+                    transcript_id: audit,
+                });
+                l.gone |= sent.is_err();
+            }
         }
     }
-}
 }
 
 fn push_transcript(store: &mut VecDeque<(String, Value)>, id: String, t: Value) {
@@ -579,7 +637,11 @@ fn transcript_json(info: &ModelInfo, l: &Live, index: u32, finish: Finish) -> Va
         ..l.params
     };
     // A stop string ended it early: the transcript runs exactly its steps.
-    let max_tokens = if c.hit_stop { c.steps.len() } else { l.max_tokens };
+    let max_tokens = if c.hit_stop {
+        c.steps.len()
+    } else {
+        l.max_tokens
+    };
     let _ = finish;
     json!({
         "format": 1,
@@ -604,7 +666,12 @@ fn transcript_json(info: &ModelInfo, l: &Live, index: u32, finish: Finish) -> Va
 }
 
 /// Arena bytes for the model, tokenizer, encode workspace, engine and scheduler.
-fn arena_bytes(file: &File<'_>, bytes: &[u8], lim: &Limits, scfg: &SchedConfig) -> CliResult<usize> {
+fn arena_bytes(
+    file: &File<'_>,
+    bytes: &[u8],
+    lim: &Limits,
+    scfg: &SchedConfig,
+) -> CliResult<usize> {
     let c = detllm::model::Config::from_gguf(file)?;
     let model_bytes = Model::bytes_required(&c).ok_or(CliError::SizeOverflow)?;
     let mut scratch = vec![0u8; model_bytes];

@@ -141,7 +141,7 @@ impl IntoResponse for ApiError {
 pub fn from_json(e: serde_path_to_error::Error<serde_json::Error>) -> ApiError {
     let path = e.path().to_string();
     let inner = e.into_inner();
-    if path.is_empty() || path == "." {
+    if path.is_empty() || path == "." || path == "?" {
         ApiError::bad_request(format!("malformed JSON body: {inner}"))
     } else {
         ApiError::invalid(&path, format!("{path}: {inner}"))

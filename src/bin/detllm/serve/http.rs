@@ -6,7 +6,7 @@
 //! a client that goes away cancels its request (the receiver is dropped and
 //! a [`CancelGuard`] tells the engine).
 
-use super::api::{ChatRequest, CompletionRequest, GenRequest, Provenance, TokenLogprob, TopLogprob, Usage};
+use super::api::{GenRequest, Provenance, RequestBody, TokenLogprob, TopLogprob, Usage};
 use super::error::{ApiError, from_json};
 use super::metrics::{Metrics, Outcome};
 use super::protocol::{Accepted, Alternative, Command, Event, Finish};
@@ -161,7 +161,10 @@ fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     Ok(v)
 }
 
-async fn ask<T>(st: &AppState, cmd: impl FnOnce(oneshot::Sender<T>) -> Command) -> Result<T, ApiError> {
+async fn ask<T>(
+    st: &AppState,
+    cmd: impl FnOnce(oneshot::Sender<T>) -> Command,
+) -> Result<T, ApiError> {
     let (tx, rx) = oneshot::channel();
     st.engine
         .send(cmd(tx))
@@ -192,10 +195,10 @@ fn count(st: &AppState, r: &Result<Response, ApiError>) {
 async fn chat_completions(State(st): State<Shared>, body: Body) -> Response {
     let r = async {
         let bytes = read_body(&st, body).await?;
-        let req: ChatRequest = parse(&bytes)?;
-        check_model(&st, &req.common.model)?;
+        let req: RequestBody = parse(&bytes)?;
+        check_model(&st, &req.model)?;
         let seed = st.next_seed.fetch_add(1, Ordering::Relaxed);
-        let g = req.into_gen(seed)?;
+        let g = req.into_chat(seed)?;
         run(st.clone(), Kind::Chat, vec![g]).await
     }
     .await;
@@ -206,10 +209,10 @@ async fn chat_completions(State(st): State<Shared>, body: Body) -> Response {
 async fn completions(State(st): State<Shared>, body: Body) -> Response {
     let r = async {
         let bytes = read_body(&st, body).await?;
-        let req: CompletionRequest = parse(&bytes)?;
-        check_model(&st, &req.common.model)?;
+        let req: RequestBody = parse(&bytes)?;
+        check_model(&st, &req.model)?;
         let seed = st.next_seed.fetch_add(1, Ordering::Relaxed);
-        let gens = req.into_gens(seed)?;
+        let gens = req.into_completions(seed)?;
         run(st.clone(), Kind::Text, gens).await
     }
     .await;
@@ -285,7 +288,11 @@ async fn run(st: Shared, kind: Kind, gens: Vec<GenRequest>) -> Result<Response, 
     }
     let id = format!(
         "{}-{}",
-        if kind == Kind::Chat { "chatcmpl" } else { "cmpl" },
+        if kind == Kind::Chat {
+            "chatcmpl"
+        } else {
+            "cmpl"
+        },
         st.next_id.fetch_add(1, Ordering::Relaxed)
     );
     let head = Head {
@@ -396,7 +403,12 @@ impl Choice {
                 ..
             } => {
                 self.text.push_str(text);
-                self.finish = Some((*finish, digest.clone(), audit_digest.clone(), transcript_id.clone()));
+                self.finish = Some((
+                    *finish,
+                    digest.clone(),
+                    audit_digest.clone(),
+                    transcript_id.clone(),
+                ));
             }
             Event::Failed(e) => return Err(e.clone()),
         }
@@ -412,7 +424,10 @@ fn event_choice(ev: &Event) -> Option<usize> {
 }
 
 fn provenance(sub: &Submitted, c: &Choice) -> Provenance {
-    let (_, digest, audit, tid) = c.finish.clone().unwrap_or((Finish::Length, String::new(), String::new(), String::new()));
+    let (_, digest, audit, tid) =
+        c.finish
+            .clone()
+            .unwrap_or((Finish::Length, String::new(), String::new(), String::new()));
     Provenance {
         seed: sub.accepted.seed,
         digest,
@@ -433,7 +448,7 @@ fn logprobs_json(kind: Kind, c: &Choice, wanted: bool) -> Value {
             "tokens": c.logprobs.iter().map(|l| &l.token).collect::<Vec<_>>(),
             "token_logprobs": c.logprobs.iter().map(|l| l.logprob).collect::<Vec<_>>(),
             "top_logprobs": c.logprobs.iter().map(|l| {
-                l.top_logprobs.iter().map(|t| (t.token.clone(), t.logprob)).collect::<serde_json::Map<String, Value>>()
+                l.top_logprobs.iter().map(|t| (t.token.clone(), json!(t.logprob))).collect::<serde_json::Map<String, Value>>()
             }).collect::<Vec<_>>(),
         }),
     }
@@ -496,8 +511,15 @@ async fn collect_response(
     Ok(axum::Json(head.wrap(false, Value::Array(out), Some(usage))).into_response())
 }
 
-/// One streamed chunk for `index`.
-fn delta_chunk(head: &Head, index: usize, ev: &Event, first: bool) -> Option<Value> {
+/// One streamed chunk for `index`; the last one of a choice carries its
+/// `detllm` provenance (`prov`).
+fn delta_chunk(
+    head: &Head,
+    index: usize,
+    ev: &Event,
+    first: bool,
+    prov: Option<Value>,
+) -> Option<Value> {
     let (text, lp, finish) = match ev {
         Event::Token {
             bytes,
@@ -517,7 +539,7 @@ fn delta_chunk(head: &Head, index: usize, ev: &Event, first: bool) -> Option<Val
         (Some(l), Kind::Chat) => json!({"content": [l]}),
         (Some(l), Kind::Text) => json!({
             "tokens": [l.token], "token_logprobs": [l.logprob],
-            "top_logprobs": [l.top_logprobs.iter().map(|t| (t.token.clone(), t.logprob)).collect::<serde_json::Map<String, Value>>()],
+            "top_logprobs": [l.top_logprobs.iter().map(|t| (t.token.clone(), json!(t.logprob))).collect::<serde_json::Map<String, Value>>()],
         }),
     };
     let choice = match head.kind {
@@ -528,8 +550,14 @@ fn delta_chunk(head: &Head, index: usize, ev: &Event, first: bool) -> Option<Val
             }
             json!({"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": finish})
         }
-        Kind::Text => json!({"index": index, "text": text, "logprobs": logprobs, "finish_reason": finish}),
+        Kind::Text => {
+            json!({"index": index, "text": text, "logprobs": logprobs, "finish_reason": finish})
+        }
     };
+    let mut choice = choice;
+    if let Some(p) = prov {
+        choice["detllm"] = p;
+    }
     Some(head.wrap(true, json!([choice]), None))
 }
 
@@ -549,6 +577,7 @@ fn stream_response(
         for mut sub in subs {
             let mut open = sub.n;
             let mut started = vec![false; sub.n];
+            let mut choices: Vec<Choice> = (0..sub.n).map(|_| Choice::default()).collect();
             usage.prompt_tokens += sub.accepted.prompt_ids.len();
             while open > 0 {
                 let Some(ev) = sub.events.recv().await else {
@@ -560,16 +589,27 @@ fn stream_response(
                     ok = false;
                     break;
                 }
-                let Some(i) = event_choice(&ev).filter(|&i| i < sub.n) else { continue };
-                match &ev {
-                    Event::Token { .. } => usage.completion_tokens += 1,
-                    Event::Done { .. } => open -= 1,
-                    Event::Failed(_) => {}
-                }
+                let Some(i) = event_choice(&ev).filter(|&i| i < sub.n) else {
+                    continue;
+                };
+                let _ = choices[i].apply(&ev);
+                let prov = match &ev {
+                    Event::Token { .. } => {
+                        usage.completion_tokens += 1;
+                        None
+                    }
+                    Event::Done { .. } => {
+                        open -= 1;
+                        Some(json!(provenance(&sub, &choices[i])))
+                    }
+                    Event::Failed(_) => None,
+                };
                 let first = !started[i];
                 started[i] = true;
-                if let Some(v) = delta_chunk(&head, base + i, &ev, first)
-                    && tx.send(Ok(SseEvent::default().data(v.to_string()))).is_err()
+                if let Some(v) = delta_chunk(&head, base + i, &ev, first, prov)
+                    && tx
+                        .send(Ok(SseEvent::default().data(v.to_string())))
+                        .is_err()
                 {
                     return; // client gone: the guard cancels
                 }
@@ -585,7 +625,8 @@ fn stream_response(
             let _ = tx.send(Ok(SseEvent::default().data(v.to_string())));
         }
         let _ = tx.send(Ok(SseEvent::default().data("[DONE]")));
-        st.metrics.request(if ok { Outcome::Ok } else { Outcome::Error });
+        st.metrics
+            .request(if ok { Outcome::Ok } else { Outcome::Error });
         if ok {
             guard.disarm();
         }
@@ -639,9 +680,17 @@ async fn detokenize(State(st): State<Shared>, body: Body) -> Response {
 }
 
 async fn transcript(State(st): State<Shared>, Path(id): Path<String>) -> Response {
-    match ask(&st, |reply| Command::Transcript { id: id.clone(), reply }).await {
+    match ask(&st, |reply| Command::Transcript {
+        id: id.clone(),
+        reply,
+    })
+    .await
+    {
         Ok(Some(v)) => axum::Json(v).into_response(),
-        Ok(None) => ApiError::not_found(format!("no transcript {id} (kept for the most recent responses only)")).into_response(),
+        Ok(None) => ApiError::not_found(format!(
+            "no transcript {id} (kept for the most recent responses only)"
+        ))
+        .into_response(),
         Err(e) => e.into_response(),
     }
 }

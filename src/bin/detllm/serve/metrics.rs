@@ -99,23 +99,51 @@ impl Metrics {
             let _ = writeln!(s, "detllm_requests_total{{outcome=\"{}\"}} {n}", o.label());
         }
         let counters = [
-            ("detllm_prompt_tokens_total", "Prompt tokens admitted.", &self.prompt_tokens),
-            ("detllm_generated_tokens_total", "Tokens generated.", &self.generated_tokens),
+            (
+                "detllm_prompt_tokens_total",
+                "Prompt tokens admitted.",
+                &self.prompt_tokens,
+            ),
+            (
+                "detllm_generated_tokens_total",
+                "Tokens generated.",
+                &self.generated_tokens,
+            ),
             (
                 "detllm_prefix_cache_hit_tokens_total",
                 "Prompt tokens served from the prefix cache.",
                 &self.prefix_cache_hit_tokens,
             ),
-            ("detllm_preemptions_total", "Sequences preempted.", &self.preemptions),
+            (
+                "detllm_preemptions_total",
+                "Sequences preempted.",
+                &self.preemptions,
+            ),
         ];
         for (name, help, v) in counters {
             metric(&mut s, name, help, "counter", v.load(Relaxed));
         }
         let gauges = [
-            ("detllm_queue_depth", "Requests waiting for admission.", &self.queue_depth),
-            ("detllm_running_sequences", "Sequences running.", &self.running),
-            ("detllm_kv_pages_used", "KV pages held by sequences.", &self.kv_pages_used),
-            ("detllm_kv_pages_free", "KV pages free.", &self.kv_pages_free),
+            (
+                "detllm_queue_depth",
+                "Requests waiting for admission.",
+                &self.queue_depth,
+            ),
+            (
+                "detllm_running_sequences",
+                "Sequences running.",
+                &self.running,
+            ),
+            (
+                "detllm_kv_pages_used",
+                "KV pages held by sequences.",
+                &self.kv_pages_used,
+            ),
+            (
+                "detllm_kv_pages_free",
+                "KV pages free.",
+                &self.kv_pages_free,
+            ),
             (
                 "detllm_kv_pages_cached",
                 "KV pages held only by the prefix cache.",
@@ -128,7 +156,11 @@ impl Metrics {
         let _ = writeln!(s, "# HELP detllm_step_seconds Engine step duration.");
         let _ = writeln!(s, "# TYPE detllm_step_seconds histogram");
         for (b, le) in self.step_buckets.iter().zip(STEP_BUCKETS) {
-            let _ = writeln!(s, "detllm_step_seconds_bucket{{le=\"{le}\"}} {}", b.load(Relaxed));
+            let _ = writeln!(
+                s,
+                "detllm_step_seconds_bucket{{le=\"{le}\"}} {}",
+                b.load(Relaxed)
+            );
         }
         let count = self.step_count.load(Relaxed);
         let _ = writeln!(s, "detllm_step_seconds_bucket{{le=\"+Inf\"}} {count}");
@@ -167,7 +199,13 @@ mod tests {
         let m = Metrics::default();
         m.request(Outcome::Busy);
         m.request(Outcome::Busy);
-        assert!(m.render().contains("detllm_requests_total{outcome=\"busy\"} 2"));
-        assert!(m.render().contains("detllm_requests_total{outcome=\"ok\"} 0"));
+        assert!(
+            m.render()
+                .contains("detllm_requests_total{outcome=\"busy\"} 2")
+        );
+        assert!(
+            m.render()
+                .contains("detllm_requests_total{outcome=\"ok\"} 0")
+        );
     }
 }

@@ -29,10 +29,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 /// `detllm serve` options.
-#[derive(clap::Args, Debug, Clone)]
+#[derive(clap::Args, Clone)]
 pub struct ServeArgs {
     #[command(flatten)]
-    pub model: crate::ModelArgs,
+    pub model: crate::args::ModelArgs,
     /// Address to bind (loopback by default).
     #[arg(long, default_value = "127.0.0.1")]
     pub host: String,

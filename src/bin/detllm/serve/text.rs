@@ -64,6 +64,7 @@ impl ChoiceText {
     }
 
     /// All text so far.
+    #[cfg(test)]
     pub fn text(&self) -> &str {
         &self.text
     }

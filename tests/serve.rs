@@ -1,0 +1,683 @@
+//! `detllm serve` over real HTTP, on SmolLM2-135M.
+//!
+//! Each test starts the server binary on an ephemeral loopback port and
+//! talks to it as a client would. What is checked:
+//! * a response equals `detllm generate --json` for the same request (ids,
+//!   text, digest), chat and plain prompts, greedy and sampled;
+//! * streaming gives the same text, ids and digest as the whole response;
+//! * under concurrent load with a KV budget small enough to force
+//!   preemption, every response equals the same request answered alone by
+//!   a second server process (everything but `id` and `created`), and the
+//!   first server ends with no KV page in use;
+//! * bad input gets OpenAI-style JSON errors with the right status and the
+//!   server keeps serving; a full queue is 429 with `Retry-After`; the API key
+//!   guards every route but `/health`; a client that disconnects mid-stream
+//!   frees its pages; a slow client is cut off; a transcript fetched from
+//!   the server verifies with `detllm verify`;
+//! * the official `openai` Python client (when `DETLLM_OPENAI_PYTHON` names
+//!   an interpreter that has it; `scripts/test.sh` sets one up) gets the same
+//!   answers.
+
+mod support {
+    // Stand-in until the shared test support lands.
+    pub mod model {
+        pub fn require() -> std::path::PathBuf {
+            let cache = std::env::var_os("XDG_CACHE_HOME")
+                .filter(|v| !v.is_empty())
+                .map(std::path::PathBuf::from)
+                .unwrap_or_else(|| {
+                    std::path::PathBuf::from(std::env::var_os("HOME").unwrap()).join(".cache")
+                });
+            let p = std::env::var_os("DETLLM_MODEL")
+                .filter(|v| !v.is_empty())
+                .map(std::path::PathBuf::from)
+                .unwrap_or_else(|| cache.join("detllm/SmolLM2-135M-Instruct.Q4_1.gguf"));
+            assert!(p.exists(), "model missing: run bash scripts/fetch-model.sh");
+            p
+        }
+    }
+    pub fn openai_python() -> Option<std::path::PathBuf> {
+        std::env::var_os("DETLLM_OPENAI_PYTHON").map(std::path::PathBuf::from)
+    }
+}
+
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_detllm");
+
+/// A server process on an ephemeral port, killed on drop.
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Server {
+    fn start(extra: &[&str]) -> Server {
+        let model = support::model::require();
+        let mut child = Command::new(BIN)
+            .args(["serve", "--port", "0", "--model"])
+            .arg(&model)
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start detllm serve");
+        let stderr = child.stderr.take().expect("stderr");
+        let mut lines = BufReader::new(stderr).lines();
+        let port = loop {
+            let line = lines
+                .next()
+                .expect("server exited before listening")
+                .expect("read stderr");
+            if let Some(rest) = line.split("on http://").nth(1) {
+                let addr = rest.split_whitespace().next().unwrap_or("");
+                break addr.rsplit(':').next().unwrap().parse().expect("port");
+            }
+        };
+        // Keep draining so the server never blocks on a full pipe.
+        std::thread::spawn(move || for _ in lines {});
+        Server { child, port }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// POST JSON; (status, body as JSON).
+    fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        self.post_raw(path, &body.to_string(), &[])
+    }
+
+    fn post_raw(&self, path: &str, body: &str, headers: &[(&str, &str)]) -> (u16, Value) {
+        let mut req = ureq::post(&self.url(path)).set("content-type", "application/json");
+        for (k, v) in headers {
+            req = req.set(k, v);
+        }
+        response(req.send_string(body))
+    }
+
+    fn get(&self, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
+        let mut req = ureq::get(&self.url(path));
+        for (k, v) in headers {
+            req = req.set(k, v);
+        }
+        match req.call() {
+            Ok(r) => (r.status(), r.into_string().unwrap_or_default()),
+            Err(ureq::Error::Status(code, r)) => (code, r.into_string().unwrap_or_default()),
+            Err(e) => panic!("GET {path}: {e}"),
+        }
+    }
+
+    /// The `data:` payloads of a streamed response, `[DONE]` last.
+    fn stream(&self, path: &str, body: &Value) -> Vec<String> {
+        let r = ureq::post(&self.url(path))
+            .send_string(&body.to_string())
+            .expect("stream request");
+        assert_eq!(r.header("content-type"), Some("text/event-stream"));
+        let mut text = String::new();
+        r.into_reader()
+            .read_to_string(&mut text)
+            .expect("read stream");
+        text.lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .map(str::to_string)
+            .collect()
+    }
+
+    fn metric(&self, name: &str) -> f64 {
+        let (_, text) = self.get("/metrics", &[]);
+        text.lines()
+            .find(|l| l.starts_with(name) && l[name.len()..].starts_with(' '))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("metric {name} missing"))
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn response(r: Result<ureq::Response, ureq::Error>) -> (u16, Value) {
+    let (code, r) = match r {
+        Ok(r) => (r.status(), r),
+        Err(ureq::Error::Status(code, r)) => (code, r),
+        Err(e) => panic!("request failed: {e}"),
+    };
+    let text = r.into_string().unwrap_or_default();
+    let v = serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON ({code}): {text}"));
+    (code, v)
+}
+
+/// `detllm generate --json` for one prompt.
+fn generate(prompt: &str, chat: bool, max_tokens: u32, sampling: &[&str]) -> Value {
+    let model = support::model::require();
+    let mut cmd = Command::new(BIN);
+    cmd.args(["generate", "--json", "--model"])
+        .arg(&model)
+        .args(["--max-tokens", &max_tokens.to_string(), "--prompt", prompt])
+        .args(sampling);
+    if chat {
+        cmd.arg("--chat");
+    }
+    let out = cmd.output().expect("run detllm generate");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("generate --json output")
+}
+
+fn choice(v: &Value) -> &Value {
+    &v["choices"][0]
+}
+
+/// A response without the two fields that name the moment (`id`, `created`).
+fn timeless(mut v: Value) -> Value {
+    if let Some(o) = v.as_object_mut() {
+        o.remove("id");
+        o.remove("created");
+    }
+    v
+}
+
+const QUESTION: &str = "What is the capital of France?";
+
+#[test]
+fn chat_and_completions_equal_generate() {
+    let s = Server::start(&[]);
+    let cases: [(&str, Value, &[&str]); 2] = [
+        ("greedy", json!({"temperature": 0}), &[]),
+        (
+            "sampled",
+            json!({"temperature": 0.8, "top_k": 40, "top_p": 0.95, "min_p": 0.05, "seed": 7}),
+            &[
+                "--temperature",
+                "0.8",
+                "--top-k",
+                "40",
+                "--top-p",
+                "0.95",
+                "--min-p",
+                "0.05",
+                "--seed",
+                "7",
+            ],
+        ),
+    ];
+    for (name, sampling, flags) in cases {
+        for chat in [true, false] {
+            let mut body = sampling.clone();
+            body["max_tokens"] = json!(24);
+            let path = if chat {
+                body["messages"] = json!([{"role": "user", "content": QUESTION}]);
+                "/v1/chat/completions"
+            } else {
+                body["prompt"] = json!(QUESTION);
+                "/v1/completions"
+            };
+            let (code, r) = s.post(path, &body);
+            assert_eq!(code, 200, "{name} {path}: {r}");
+            let want = generate(QUESTION, chat, 24, flags);
+            let c = choice(&r);
+            let text = if chat {
+                &c["message"]["content"]
+            } else {
+                &c["text"]
+            };
+            assert_eq!(c["detllm"]["token_ids"], want["ids"], "{name} {path}");
+            assert_eq!(
+                c["detllm"]["prompt_token_ids"], want["prompt_ids"],
+                "{name} {path}"
+            );
+            assert_eq!(c["detllm"]["digest"], want["digest"], "{name} {path}");
+            assert_eq!(*text, want["text"], "{name} {path}");
+            let n = want["ids"].as_array().unwrap().len();
+            assert_eq!(r["usage"]["completion_tokens"], json!(n));
+            assert!(
+                r["system_fingerprint"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("detllm-v1+sha256:")
+            );
+        }
+    }
+}
+
+#[test]
+fn stream_equals_whole_response() {
+    let s = Server::start(&[]);
+    let body = json!({
+        "messages": [{"role": "user", "content": QUESTION}], "max_tokens": 20,
+        "temperature": 0.9, "seed": 11, "logprobs": true, "top_logprobs": 3,
+    });
+    let (code, whole) = s.post("/v1/chat/completions", &body);
+    assert_eq!(code, 200);
+    let mut sbody = body.clone();
+    sbody["stream"] = json!(true);
+    sbody["stream_options"] = json!({"include_usage": true});
+    let events = s.stream("/v1/chat/completions", &sbody);
+    assert_eq!(events.last().map(String::as_str), Some("[DONE]"));
+    let chunks: Vec<Value> = events[..events.len() - 1]
+        .iter()
+        .map(|e| serde_json::from_str(e).unwrap())
+        .collect();
+    let (usage, deltas) = chunks.split_last().unwrap();
+    assert_eq!(usage["choices"], json!([]));
+    assert_eq!(usage["usage"], whole["usage"]);
+    let text: String = deltas
+        .iter()
+        .map(|c| c["choices"][0]["delta"]["content"].as_str().unwrap_or(""))
+        .collect();
+    let logprobs: Vec<Value> = deltas
+        .iter()
+        .filter_map(|c| c["choices"][0]["logprobs"]["content"].as_array())
+        .flatten()
+        .cloned()
+        .collect();
+    let w = choice(&whole);
+    assert_eq!(text, w["message"]["content"].as_str().unwrap());
+    assert_eq!(json!(logprobs), w["logprobs"]["content"]);
+    let last = &deltas.last().unwrap()["choices"][0];
+    assert_eq!(last["finish_reason"], w["finish_reason"]);
+    assert_eq!(last["detllm"], w["detllm"]);
+    assert_eq!(deltas[0]["choices"][0]["delta"]["role"], "assistant");
+}
+
+/// The mixed workload of the load test: shared prefixes, sampling, stops, n, logprobs.
+fn workload() -> Vec<(&'static str, Value)> {
+    let prompts = [
+        "What is the capital of France?",
+        "What is the capital of Spain?",
+        "Name three colours.",
+        "Write a haiku about the sea.",
+        "What is 12 times 12?",
+        "Tell me a fact about cats.",
+    ];
+    let mut w = Vec::new();
+    for i in 0..24usize {
+        let p = prompts[i % prompts.len()];
+        let mut b = json!({"max_tokens": 12 + (i % 4) * 4, "seed": 100 + i as u64});
+        b["temperature"] = json!([0.0, 0.7, 1.0][i % 3]);
+        if i % 5 == 0 {
+            b["stop"] = json!([",", "."]);
+        }
+        if i % 7 == 3 {
+            b["n"] = json!(2);
+        }
+        if i % 4 == 1 {
+            b["logprobs"] = json!(true);
+            b["top_logprobs"] = json!(2);
+        }
+        if i % 6 == 5 {
+            b["prompt"] = json!(p);
+            b.as_object_mut().unwrap().remove("top_logprobs");
+            if b.get("logprobs").is_some() {
+                b["logprobs"] = json!(2);
+            }
+            w.push(("/v1/completions", b));
+        } else {
+            b["messages"] = json!([{"role": "user", "content": p}]);
+            w.push(("/v1/chat/completions", b));
+        }
+    }
+    w
+}
+
+#[test]
+fn concurrent_load_with_preemption_equals_solo_runs() {
+    // 16 KV pages of 16 positions for up to 8 sequences of ~60 positions:
+    // the pool cannot hold them all, so the scheduler preempts.
+    let loaded = Server::start(&["--max-seqs", "8", "--kv-mem", "6M", "--step-tokens", "64"]);
+    let solo = Server::start(&[]);
+    let work = workload();
+    let answers: Vec<(u16, Value)> = std::thread::scope(|sc| {
+        let handles: Vec<_> = work
+            .iter()
+            .map(|(path, body)| sc.spawn(|| loaded.post(path, body)))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for ((path, body), (code, got)) in work.iter().zip(answers) {
+        assert_eq!(code, 200, "{path} {body}: {got}");
+        let (code, want) = solo.post(path, body);
+        assert_eq!(code, 200);
+        assert_eq!(timeless(got), timeless(want), "{path} {body}");
+    }
+    assert!(
+        loaded.metric("detllm_preemptions_total") > 0.0,
+        "the load never preempted"
+    );
+    assert_eq!(loaded.metric("detllm_kv_pages_used"), 0.0);
+    assert_eq!(loaded.metric("detllm_running_sequences"), 0.0);
+}
+
+#[test]
+fn disconnect_mid_stream_cancels_and_frees_pages() {
+    let s = Server::start(&[]);
+    let body = json!({"messages": [{"role": "user", "content": QUESTION}], "max_tokens": 400,
+                      "temperature": 1.0, "seed": 3, "stream": true});
+    let mut conn = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    let text = body.to_string();
+    write!(
+        conn,
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{text}",
+        text.len()
+    )
+    .unwrap();
+    let mut buf = [0u8; 2048];
+    let n = conn.read(&mut buf).unwrap();
+    assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+    drop(conn);
+    let t0 = Instant::now();
+    while s.metric("detllm_running_sequences") > 0.0 || s.metric("detllm_kv_pages_used") > 0.0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "pages not freed after disconnect"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(s.metric("detllm_requests_total{outcome=\"cancelled\"}") >= 1.0);
+    assert!(s.metric("detllm_generated_tokens_total") < 400.0);
+}
+
+#[test]
+fn bad_input_gets_json_errors_and_the_server_keeps_serving() {
+    let s = Server::start(&["--max-body", "4096", "--ctx", "256"]);
+    let chat = "/v1/chat/completions";
+    let msgs = json!([{"role": "user", "content": "hi"}]);
+    let cases: Vec<(&str, String, u16, Option<&str>)> = vec![
+        (chat, "{bad json".into(), 400, None),
+        (chat, "[]".into(), 400, None),
+        (
+            chat,
+            json!({"messages": "x"}).to_string(),
+            400,
+            Some("messages"),
+        ),
+        (
+            chat,
+            json!({"messages": []}).to_string(),
+            400,
+            Some("messages"),
+        ),
+        (
+            chat,
+            json!({"messages": [{"role": "robot", "content": "x"}]}).to_string(),
+            400,
+            Some("messages"),
+        ),
+        (
+            chat,
+            json!({"messages": msgs, "temperature": "hot"}).to_string(),
+            400,
+            Some("temperature"),
+        ),
+        (
+            chat,
+            json!({"messages": msgs, "temperature": -1}).to_string(),
+            400,
+            Some("temperature"),
+        ),
+        (
+            chat,
+            json!({"messages": msgs, "top_p": 2}).to_string(),
+            400,
+            Some("top_p"),
+        ),
+        (
+            chat,
+            json!({"messages": msgs, "max_tokens": 0}).to_string(),
+            400,
+            Some("max_tokens"),
+        ),
+        (
+            chat,
+            json!({"messages": msgs, "max_tokens": 100000}).to_string(),
+            400,
+            Some("max_tokens"),
+        ),
+        (
+            chat,
+            json!({"messages": msgs, "n": 99}).to_string(),
+            400,
+            Some("n"),
+        ),
+        (
+            chat,
+            json!({"messages": msgs, "top_logprobs": 3}).to_string(),
+            400,
+            Some("top_logprobs"),
+        ),
+        (
+            chat,
+            json!({"messages": msgs, "logprobs": true, "top_logprobs": 21}).to_string(),
+            400,
+            Some("top_logprobs"),
+        ),
+        (
+            chat,
+            json!({"messages": msgs, "stop": ["a", "b", "c", "d", "e"]}).to_string(),
+            400,
+            Some("stop"),
+        ),
+        (
+            chat,
+            json!({"messages": msgs, "seed": -5}).to_string(),
+            400,
+            Some("seed"),
+        ),
+        (
+            chat,
+            json!({"messages": msgs, "presence_penalty": 0.5}).to_string(),
+            400,
+            Some("presence_penalty"),
+        ),
+        (
+            chat,
+            json!({"messages": msgs, "model": "gpt-4o"}).to_string(),
+            404,
+            Some("model"),
+        ),
+        (
+            chat,
+            format!(
+                "{{\"messages\": {msgs}, \"pad\": \"{}\"}}",
+                "x".repeat(5000)
+            ),
+            413,
+            None,
+        ),
+        (
+            "/v1/completions",
+            json!({"prompt": [1, 2, 999999]}).to_string(),
+            400,
+            Some("prompt"),
+        ),
+        (
+            "/v1/completions",
+            json!({"max_tokens": 5}).to_string(),
+            400,
+            Some("prompt"),
+        ),
+        ("/v1/nope", "{}".into(), 404, None),
+        (
+            "/detokenize",
+            json!({"tokens": [999999]}).to_string(),
+            400,
+            Some("tokens"),
+        ),
+    ];
+    for (path, body, status, param) in cases {
+        let (code, v) = s.post_raw(path, &body, &[]);
+        assert_eq!(code, status, "{path} {body}: {v}");
+        let err = &v["error"];
+        assert!(
+            err["message"].as_str().is_some_and(|m| !m.is_empty()),
+            "{v}"
+        );
+        assert!(err["type"].is_string(), "{v}");
+        if let Some(p) = param {
+            assert_eq!(err["param"], p, "{path} {body}: {v}");
+        }
+    }
+    let (code, _) = s.get("/v1/chat/completions", &[]);
+    assert_eq!(code, 405);
+    // Still serving, and counted.
+    let (code, _) = s.post(chat, &json!({"messages": msgs, "max_tokens": 2}));
+    assert_eq!(code, 200);
+    assert_eq!(s.get("/health", &[]).0, 200);
+    assert!(s.metric("detllm_requests_total{outcome=\"invalid\"}") >= 20.0);
+}
+
+#[test]
+fn full_queue_is_429_with_retry_after() {
+    let s = Server::start(&["--max-seqs", "1", "--max-queue", "1"]);
+    let body = json!({"messages": [{"role": "user", "content": QUESTION}], "max_tokens": 40, "temperature": 0});
+    let codes: Vec<(u16, Option<String>)> = std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..6)
+            .map(|_| {
+                sc.spawn(|| {
+                    match ureq::post(&s.url("/v1/chat/completions")).send_string(&body.to_string())
+                    {
+                        Ok(r) => (r.status(), None),
+                        Err(ureq::Error::Status(c, r)) => {
+                            (c, r.header("retry-after").map(str::to_string))
+                        }
+                        Err(e) => panic!("{e}"),
+                    }
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(codes.iter().any(|(c, _)| *c == 200), "{codes:?}");
+    assert!(
+        codes
+            .iter()
+            .any(|(c, r)| *c == 429 && r.as_deref() == Some("1")),
+        "{codes:?}"
+    );
+    assert!(
+        codes.iter().all(|(c, _)| *c == 200 || *c == 429),
+        "{codes:?}"
+    );
+}
+
+#[test]
+fn api_key_guards_every_route_but_health() {
+    let s = Server::start(&["--api-key", "sesame"]);
+    assert_eq!(s.get("/health", &[]).0, 200);
+    assert_eq!(s.get("/v1/models", &[]).0, 401);
+    assert_eq!(
+        s.get("/metrics", &[("authorization", "Bearer wrong")]).0,
+        401
+    );
+    assert_eq!(
+        s.get("/v1/models", &[("authorization", "Bearer sesame")]).0,
+        200
+    );
+    let (code, v) = s.post_raw("/tokenize", &json!({"content": "hi"}).to_string(), &[]);
+    assert_eq!(
+        (code, &v["error"]["code"]),
+        (401, &json!("invalid_api_key"))
+    );
+}
+
+#[test]
+fn slow_client_is_cut_off() {
+    let s = Server::start(&["--timeout", "1"]);
+    let mut conn = TcpStream::connect(("127.0.0.1", s.port)).unwrap();
+    conn.write_all(b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\n")
+        .unwrap();
+    conn.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let t0 = Instant::now();
+    let mut buf = Vec::new();
+    let _ = conn.read_to_end(&mut buf); // the server closes the connection
+    assert!(
+        t0.elapsed() < Duration::from_secs(8),
+        "idle connection kept open"
+    );
+    assert_eq!(s.get("/health", &[]).0, 200);
+}
+
+#[test]
+fn tokenize_detokenize_and_transcript_round_trip() {
+    let s = Server::start(&[]);
+    let (code, t) = s.post(
+        "/tokenize",
+        &json!({"content": "Hello world", "add_special": false}),
+    );
+    assert_eq!(code, 200);
+    let (code, d) = s.post("/detokenize", &json!({"tokens": t["tokens"]}));
+    assert_eq!((code, d["content"].as_str()), (200, Some("Hello world")));
+    let (code, r) = s.post(
+        "/v1/chat/completions",
+        &json!({"messages": [{"role": "user", "content": QUESTION}], "max_tokens": 6,
+                "temperature": 0.7, "seed": 5, "stop": [" "]}),
+    );
+    assert_eq!(code, 200);
+    let id = choice(&r)["detllm"]["transcript_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (code, tr) = s.get(&format!("/v1/transcripts/{id}"), &[]);
+    assert_eq!(code, 200, "{tr}");
+    let path = std::env::temp_dir().join(format!(
+        "detllm-serve-transcript-{}.json",
+        std::process::id()
+    ));
+    std::fs::write(&path, tr).unwrap();
+    let out = Command::new(BIN)
+        .args(["verify"])
+        .arg(&path)
+        .arg("--model")
+        .arg(support::model::require())
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_file(&path);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_eq!(s.get("/v1/transcripts/0000", &[]).0, 404);
+}
+
+#[test]
+fn openai_python_client_gets_the_same_answers() {
+    let Some(python) = support::openai_python() else {
+        return;
+    };
+    let s = Server::start(&[]);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/serve_openai.py");
+    let out = Command::new(python)
+        .arg(script)
+        .arg(s.url("/v1"))
+        .output()
+        .expect("run the openai client");
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got: Value = serde_json::from_slice(&out.stdout).expect("client output");
+    for case in got.as_array().unwrap() {
+        let (code, want) = s.post("/v1/chat/completions", &case["request"]);
+        assert_eq!(code, 200);
+        let w = choice(&want);
+        assert_eq!(case["text"], w["message"]["content"], "{case}");
+        assert_eq!(case["stream_text"], w["message"]["content"], "{case}");
+        assert_eq!(case["detllm"], w["detllm"], "{case}");
+    }
+}
