@@ -161,6 +161,9 @@ pub struct RequestBody {
     pub logprobs: Option<LogprobsParam>,
     /// Chat: alternatives per token (≤ 20; needs `logprobs: true`).
     pub top_logprobs: Option<u64>,
+    /// Extension (as llama-server's): do not stop at end-of-generation tokens.
+    #[serde(default)]
+    pub ignore_eos: bool,
     /// Completions: not supported (must be false).
     #[serde(default)]
     pub echo: bool,
@@ -198,6 +201,8 @@ pub struct GenRequest {
     pub stream: bool,
     /// A usage chunk before `[DONE]`.
     pub include_usage: bool,
+    /// Generate through end-of-generation tokens (benchmarks).
+    pub ignore_eos: bool,
 }
 
 /// What both endpoints share, validated; `seed` is the server's pick when
@@ -253,6 +258,7 @@ fn common(c: &RequestBody, default_max: Option<u64>, seed: u64) -> Result<GenReq
         logprobs: None,
         stream: c.stream,
         include_usage: c.stream_options.as_ref().is_some_and(|o| o.include_usage),
+        ignore_eos: c.ignore_eos,
     })
 }
 

@@ -369,14 +369,12 @@ impl Runner {
             }
             None => room,
         };
-        let eog: Vec<u32> = self
-            .front
-            .tokenizer
-            .eog_ids()
-            .iter()
-            .copied()
-            .take(sched::MAX_STOP)
-            .collect();
+        let eog: Vec<u32> = if req.ignore_eos {
+            Vec::new()
+        } else {
+            let ids = self.front.tokenizer.eog_ids();
+            ids.iter().copied().take(sched::MAX_STOP).collect()
+        };
         let request = sched::Request {
             prompt: &prompt_ids,
             max_tokens,
