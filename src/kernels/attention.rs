@@ -432,30 +432,34 @@ const P_ONE: u64 = 1 << 24;
 /// Largest `Σ|P|` the fast V sums take: with `|y| < 2^31`, below 2^62.
 const P_TOTAL: u64 = 1 << 31;
 
-/// The row kernels of the grouped f16 path (portable, or the same code
-/// compiled for the CPU's SIMD by `quant::simd_x86`; identical integers).
+/// The row kernels of the grouped f16 path ([`qk_row`], [`pv_row`]),
+/// compiled for the CPU's SIMD where there is such a build ([`crate::simd`];
+/// the same code, identical integers).
 #[derive(Clone, Copy)]
 pub(crate) struct RowFns {
     /// [`qk_row`].
-    pub qk: QkFn,
+    pub qk: qk_builds::Build,
     /// [`pv_row`].
-    pub pv: PvFn,
+    pub pv: pv_builds::Build,
 }
 
-/// Signature of [`qk_row`].
-pub(crate) type QkFn = fn(&[u16], &[i32], &mut [i32], &mut [i64]) -> Option<(u32, bool)>;
-/// Signature of [`pv_row`].
-pub(crate) type PvFn = fn(&[u16], u32, &[i32], &mut [i32], &mut [i64]) -> Option<bool>;
-
+/// The widest builds of the row kernels the CPU runs (looked up once per
+/// call of the grouped path, then called per row).
 fn row_fns() -> RowFns {
-    #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    if let Some(f) = crate::quant::simd_x86::attention_fns() {
-        return f;
-    }
     RowFns {
-        qk: qk_row,
-        pv: pv_row,
+        qk: qk_builds::best_fn(),
+        pv: pv_builds::best_fn(),
     }
+}
+
+crate::simd::multiversion! {
+    /// Builds of [`qk_row`].
+    mod qk_builds = qk_row(k: &[u16], qx: &[i32], x: &mut [i32], dots: &mut [i64]) -> Option<(u32, bool)>;
+}
+
+crate::simd::multiversion! {
+    /// Builds of [`pv_row`].
+    mod pv_builds = pv_row(v: &[u16], base: u32, p: &[i32], x: &mut [i32], acc: &mut [i64]) -> Option<bool>;
 }
 
 /// The largest `sh` ([`crate::quant::fixed::f16_fixed`]) of a row of
@@ -726,10 +730,10 @@ mod tests {
     /// exponent spread (fitting and not) and every SIMD build the CPU runs.
     #[test]
     fn fixed_row_kernels_are_exact() {
-        #[cfg(all(feature = "std", target_arch = "x86_64"))]
-        let simd = crate::quant::simd_x86::attention_variants();
-        #[cfg(not(all(feature = "std", target_arch = "x86_64")))]
-        let simd: [Option<RowFns>; 0] = [];
+        let simd: [Option<RowFns>; 2] = {
+            let (qk, pv) = (qk_builds::builds(), pv_builds::builds());
+            [0, 1].map(|i| qk[i].zip(pv[i]).map(|(qk, pv)| RowFns { qk, pv }))
+        };
         let mut next = crate::testutil::lcg(0x9E37_79B9_7F4A_7C15u64);
         let (mut fitted, mut missed) = (0, 0);
         for round in 0..2000 {

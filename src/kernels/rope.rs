@@ -115,7 +115,7 @@ impl RopeAngles {
 /// [`RopeAngles::cos`] return): the same rotation as [`RopeAngles::apply`],
 /// for callers that keep the angles of many positions in a buffer. Runs
 /// [`rope_apply_body`] compiled for the CPU's SIMD where there is such a
-/// build (`quant::simd_x86`; the same code, the same bits).
+/// build ([`crate::simd`]; the same code, the same bits).
 pub fn rope_apply(
     sin: &[F32],
     cos: &[F32],
@@ -124,11 +124,19 @@ pub fn rope_apply(
     head_dim: usize,
     style: RopeStyle,
 ) -> Result<()> {
-    #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    if let Some(f) = crate::quant::simd_x86::rope_fn() {
-        return f(sin, cos, x, n_heads, head_dim, style);
-    }
-    rope_apply_body(sin, cos, x, n_heads, head_dim, style)
+    rope_builds::best(sin, cos, x, n_heads, head_dim, style)
+}
+
+crate::simd::multiversion! {
+    /// Builds of [`rope_apply_body`].
+    mod rope_builds = rope_apply_body(
+        sin: &[F32],
+        cos: &[F32],
+        x: &mut [F32],
+        n_heads: usize,
+        head_dim: usize,
+        style: RopeStyle,
+    ) -> Result<()>;
 }
 
 /// The portable body of [`rope_apply`]: per head, every pair through the
@@ -218,11 +226,8 @@ mod tests {
     /// every kind (moderate, any bits, zeros, subnormals, ∞, NaN).
     #[test]
     fn builds_equal_pairwise_rotation() {
-        type RopeFn = fn(&[F32], &[F32], &mut [F32], usize, usize, RopeStyle) -> Result<()>;
-        #[cfg(all(feature = "std", target_arch = "x86_64"))]
-        let simd: [Option<RopeFn>; 2] = crate::quant::simd_x86::rope_variants();
-        #[cfg(not(all(feature = "std", target_arch = "x86_64")))]
-        let simd: [Option<RopeFn>; 0] = [];
+        type RopeFn = rope_builds::Build;
+        let simd = rope_builds::builds();
         let mut next = crate::testutil::lcg(0x9E37_79B9_7F4A_7C15u64);
         const HD: usize = 64;
         const NH: usize = 3;
