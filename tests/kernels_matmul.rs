@@ -352,7 +352,7 @@ proptest! {
             calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             if let [Some(a), Some(b), _] = s {
                 if a.len() != b.len() {
-                    return Err(detllm::Error::InvalidConfig);
+                    return Err(detllm::Error::ShapeMismatch { expected: a.len(), found: b.len() });
                 }
                 for (x, y) in a.iter_mut().zip(b.iter()) {
                     *x = F32::from_bits(x.to_bits() ^ y.to_bits());

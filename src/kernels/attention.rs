@@ -14,7 +14,7 @@
 //! `n_kv_head·head_dim` elements; this is checked before anything is written.
 
 use super::softmax;
-use crate::kv::{KvRead, KvSlice};
+use crate::kv::{KvRead, KvSlice, KvType};
 use crate::quant::dot::{F16_FLUSH, f16_split};
 use crate::quant::fixed::{ExactAcc, f16_nonfinite};
 use crate::{Error, F32, Result};
@@ -22,7 +22,33 @@ use crate::{Error, F32, Result};
 /// Largest head dimension the f16 path holds on the stack.
 pub const MAX_HEAD_DIM: usize = 256;
 
+/// A cached row read by an f16 path is F32 (checked up front by
+/// [`attention`]; its helpers check again).
+const F16_EXPECTED: Error = Error::KvTypeMismatch {
+    expected: KvType::F16,
+};
+/// A cached row read by the f32 path is F16.
+const F32_EXPECTED: Error = Error::KvTypeMismatch {
+    expected: KvType::F32,
+};
+
+/// A cached row of `len` elements, shorter than the `end` its head needs.
+#[inline(always)]
+const fn short_row(end: usize, len: usize) -> Error {
+    Error::ShapeMismatch {
+        expected: end,
+        found: len,
+    }
+}
+
 /// Causal GQA attention of one token's query over positions `0..n_ctx`.
+///
+/// Errors (nothing written): `InvalidHeads` unless `n_kv_head` divides
+/// `n_head` and both and `head_dim` are non-zero; `ShapeMismatch` for `q` or
+/// `out` not `n_head · head_dim`, `head_dim` above [`MAX_HEAD_DIM`] or a
+/// cached row shorter than `n_kv_head · head_dim`; `BufferTooSmall` for
+/// fewer than `n_ctx` scores; `KvTypeMismatch` when K and V rows are not
+/// all of one type (`expected`: the first row's).
 #[allow(clippy::too_many_arguments)]
 pub fn attention<K: KvRead + ?Sized>(
     q: &[F32],
@@ -40,7 +66,11 @@ pub fn attention<K: KvRead + ?Sized>(
     super::check_len(q_len, q.len())?;
     super::check_len(q_len, out.len())?;
     if n_kv_head == 0 || n_head == 0 || !n_head.is_multiple_of(n_kv_head) || head_dim == 0 {
-        return Err(Error::InvalidConfig);
+        return Err(Error::InvalidHeads {
+            n_head,
+            n_kv_head,
+            head_dim,
+        });
     }
     if head_dim > MAX_HEAD_DIM {
         return Err(Error::ShapeMismatch {
@@ -69,7 +99,8 @@ pub fn attention<K: KvRead + ?Sized>(
                 });
             }
             if *f16.get_or_insert(is16) != is16 {
-                return Err(Error::InvalidConfig);
+                let expected = if is16 { KvType::F32 } else { KvType::F16 };
+                return Err(Error::KvTypeMismatch { expected });
             }
         }
     }
@@ -156,9 +187,9 @@ fn group_f16<K: KvRead + ?Sized>(
     let mut n_miss = 0;
     for t in (0..n_ctx).filter(|_| q_fits) {
         let KvSlice::F16(k) = kv.k(t) else {
-            return Err(Error::InvalidConfig);
+            return Err(F16_EXPECTED);
         };
-        let k = k.get(k0..k0 + hd).ok_or(Error::InvalidConfig)?;
+        let k = k.get(k0..k0 + hd).ok_or(short_row(k0 + hd, k.len()))?;
         let mut dots = [0i64; MAX_GROUP];
         let Some((k_base, k_bad)) = (fns.qk)(k, qx, &mut x, &mut dots[..group]) else {
             if let Some(m) = miss.get_mut(n_miss) {
@@ -205,20 +236,35 @@ pub(crate) fn pv_group<K: KvRead + ?Sized>(
     scores: &[F32],
     og: &mut [F32],
 ) -> Result<()> {
-    if group > MAX_GROUP
-        || hd > MAX_HEAD_DIM
-        || scores.len() < group * n_ctx
-        || og.len() != group * hd
-    {
-        return Err(Error::InvalidConfig);
+    if group > MAX_GROUP {
+        return Err(Error::InvalidHeads {
+            n_head: group,
+            n_kv_head: 1,
+            head_dim: hd,
+        });
     }
+    if hd > MAX_HEAD_DIM {
+        return Err(Error::ShapeMismatch {
+            expected: MAX_HEAD_DIM,
+            found: hd,
+        });
+    }
+    if scores.len() < group * n_ctx {
+        return Err(Error::BufferTooSmall {
+            needed: group * n_ctx,
+            available: scores.len(),
+        });
+    }
+    super::check_len(group * hd, og.len())?;
     let fns = row_fns();
     let mut v_max = 0;
     for t in 0..n_ctx {
         let KvSlice::F16(v) = kv.v(t) else {
-            return Err(Error::InvalidConfig);
+            return Err(F16_EXPECTED);
         };
-        v_max = v_max.max(max_sh(v.get(k0..k0 + hd).ok_or(Error::InvalidConfig)?));
+        v_max = v_max.max(max_sh(
+            v.get(k0..k0 + hd).ok_or(short_row(k0 + hd, v.len()))?,
+        ));
     }
     let v_base = v_max.saturating_sub(WIN_V);
     let mut fast = [0i64; MAX_GROUP * MAX_HEAD_DIM];
@@ -229,9 +275,9 @@ pub(crate) fn pv_group<K: KvRead + ?Sized>(
     let mut missed = false;
     for t in 0..n_ctx {
         let KvSlice::F16(v) = kv.v(t) else {
-            return Err(Error::InvalidConfig);
+            return Err(F16_EXPECTED);
         };
-        let v = v.get(k0..k0 + hd).ok_or(Error::InvalidConfig)?;
+        let v = v.get(k0..k0 + hd).ok_or(short_row(k0 + hd, v.len()))?;
         let (p, p_row) = p_ints(scores, n_ctx, t, group, &mut bad);
         p_total = p_total.saturating_add(p_row);
         match p.map(|p| (fns.pv)(v, v_base, &p[..group], &mut x, fast)) {
@@ -332,9 +378,9 @@ fn qk_classes<K: KvRead + ?Sized>(
     let (mut r0, mut r1) = ([0i32; MAX_HEAD_DIM], [0i32; MAX_HEAD_DIM]);
     for t in rows {
         let KvSlice::F16(k) = kv.k(t) else {
-            return Err(Error::InvalidConfig);
+            return Err(F16_EXPECTED);
         };
-        let k = k.get(k0..k0 + hd).ok_or(Error::InvalidConfig)?;
+        let k = k.get(k0..k0 + hd).ok_or(short_row(k0 + hd, k.len()))?;
         let mut dots = [0i64; MAX_GROUP];
         if qx.is_some_and(|qx| (fns.qk)(k, qx, &mut r0, &mut dots[..group]).is_some()) {
             continue;
@@ -372,9 +418,9 @@ fn pv_classes<K: KvRead + ?Sized>(
     let mut bad = *bad;
     for t in 0..n_ctx {
         let KvSlice::F16(v) = kv.v(t) else {
-            return Err(Error::InvalidConfig);
+            return Err(F16_EXPECTED);
         };
-        let v = v.get(k0..k0 + hd).ok_or(Error::InvalidConfig)?;
+        let v = v.get(k0..k0 + hd).ok_or(short_row(k0 + hd, v.len()))?;
         let (p, _) = p_ints(scores, n_ctx, t, group, &mut bad);
         // The fixed-point pass took the row iff p fit and v fits.
         if !all && p.is_some() && fix_row(v, v_base, &mut r0[..hd]).0 {
@@ -609,9 +655,9 @@ fn head_f16<K: KvRead + ?Sized>(
     }
     for (t, s) in scores.iter_mut().enumerate() {
         let KvSlice::F16(k) = kv.k(t) else {
-            return Err(Error::InvalidConfig);
+            return Err(F16_EXPECTED);
         };
-        let k = k.get(k0..k0 + hd).ok_or(Error::InvalidConfig)?;
+        let k = k.get(k0..k0 + hd).ok_or(short_row(k0 + hd, k.len()))?;
         // Three exponent-class sums; each product is below 2^50 and a head
         // has at most MAX_HEAD_DIM (2^8) terms, so no i64 sum can overflow.
         // Branch-free so that it vectorizes.
@@ -636,7 +682,7 @@ fn head_f16<K: KvRead + ?Sized>(
     let mut bad = false;
     for (t, &p) in scores.iter().enumerate() {
         let KvSlice::F16(v) = kv.v(t) else {
-            return Err(Error::InvalidConfig);
+            return Err(F16_EXPECTED);
         };
         let pb = p.to_f16_bits();
         bad |= f16_nonfinite(pb);
@@ -684,7 +730,7 @@ fn head_f32<K: KvRead + ?Sized>(
     let hd = qh.len();
     for (t, s) in scores.iter_mut().enumerate() {
         let KvSlice::F32(k) = kv.k(t) else {
-            return Err(Error::InvalidConfig);
+            return Err(F32_EXPECTED);
         };
         *s = crate::quant::dot::dot_f32(qh, &k[k0..k0 + hd]);
     }
@@ -692,7 +738,7 @@ fn head_f32<K: KvRead + ?Sized>(
     oh.fill(F32::ZERO);
     for (t, &p) in scores.iter().enumerate() {
         let KvSlice::F32(v) = kv.v(t) else {
-            return Err(Error::InvalidConfig);
+            return Err(F32_EXPECTED);
         };
         for (o, &x) in oh.iter_mut().zip(&v[k0..k0 + hd]) {
             *o = *o + p * x;

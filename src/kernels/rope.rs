@@ -33,7 +33,8 @@ pub fn rope_theta_scale(base: F32, n_rot: usize) -> F32 {
 
 /// Rotates every head of `x` (n_heads, head_dim) for position `pos`:
 /// [`RopeAngles`] for `pos`, applied once. `n_rot` must be even, at most
-/// `head_dim` and at most `2 · MAX_ROPE_PAIRS`.
+/// `head_dim` and at most `2 · MAX_ROPE_PAIRS` (else `Err(InvalidRope)`);
+/// `x` must hold `n_heads · head_dim` (else `Err(ShapeMismatch)`).
 pub fn rope(
     x: &mut [F32],
     n_heads: usize,
@@ -48,7 +49,7 @@ pub fn rope(
         x.len(),
     )?;
     if n_rot > head_dim {
-        return Err(Error::InvalidConfig);
+        return Err(Error::InvalidRope { n_rot, head_dim });
     }
     RopeAngles::new(n_rot, pos, theta_scale)?.apply(x, n_heads, head_dim, style)
 }
@@ -68,11 +69,14 @@ pub struct RopeAngles {
 }
 
 impl RopeAngles {
-    /// The angles of position `pos` ([`rope`]'s recurrence); `Err` if
-    /// `n_rot` is odd or above `2 · MAX_ROPE_PAIRS`.
+    /// The angles of position `pos` ([`rope`]'s recurrence);
+    /// `Err(InvalidRope)` (with `head_dim` = `2 · MAX_ROPE_PAIRS`, the
+    /// widest head the angles could serve) if `n_rot` is odd or above that.
     pub fn new(n_rot: usize, pos: usize, theta_scale: F32) -> Result<Self> {
         if !n_rot.is_multiple_of(2) || n_rot / 2 > MAX_ROPE_PAIRS {
-            return Err(Error::InvalidConfig);
+            // No head yet: the largest head these angles could serve.
+            let head_dim = 2 * MAX_ROPE_PAIRS;
+            return Err(Error::InvalidRope { n_rot, head_dim });
         }
         let half = n_rot / 2;
         let mut a = RopeAngles {
@@ -159,7 +163,10 @@ pub(crate) fn rope_apply_body(
     check_len(sin.len(), cos.len())?;
     let half = sin.len();
     if 2 * half > head_dim || half > MAX_ROPE_PAIRS {
-        return Err(Error::InvalidConfig);
+        return Err(Error::InvalidRope {
+            n_rot: 2 * half,
+            head_dim,
+        });
     }
     let (sin, cos) = (&sin[..half], &cos[..half]);
     for head in x.chunks_exact_mut(head_dim) {
