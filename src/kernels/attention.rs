@@ -2,7 +2,7 @@
 //!
 //! Per head `h` (kv head `h / (n_head / n_kv_head)`, llama.cpp's GQA mapping):
 //! `scores_t = q_h · k_t` for `t < n_ctx`, `p = softmax(scores, scale)`
-//! ([`super::softmax`]), `out_h[d] = Σ_t p_t · v_t[d]`.
+//! ([`super::softmax()`]), `out_h[d] = Σ_t p_t · v_t[d]`.
 //!
 //! * F16 cache (llama.cpp's default, non-flash path): `q_h` and `p` are
 //!   rounded to binary16 first (as ggml does for an F16 `mul_mat` operand),

@@ -2,7 +2,7 @@
 //!
 //! Each element is the one correctly rounded `+` or `*`, so the result is
 //! the same bits as the obvious loop. The bodies call the operations' own
-//! branch-free fast paths ([`add_try`], [`mul_try`]) so that they
+//! branch-free fast paths (`float::add_try`, `float::mul_try`) so that they
 //! vectorize, and redo the whole row with the scalar operation if any
 //! element needed the general path (zeros, subnormals, ∞, NaN, exact
 //! cancellation). On x86-64 with `std` the bodies run compiled for AVX2 or

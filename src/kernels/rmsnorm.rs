@@ -10,7 +10,7 @@ use crate::float::{mul_try, sum_left};
 use crate::{F32, Result};
 
 /// RMS normalisation of one row (see the module docs for the exact order).
-/// Runs [`rmsnorm_body`] compiled for the CPU's SIMD where there is such a
+/// Runs `rmsnorm_body` compiled for the CPU's SIMD where there is such a
 /// build ([`crate::simd`]; the same code, the same bits).
 pub fn rmsnorm(x: &[F32], w: &[F32], eps: F32, out: &mut [F32]) -> Result<()> {
     rmsnorm_builds::best(x, w, eps, out)

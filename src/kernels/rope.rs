@@ -118,7 +118,7 @@ impl RopeAngles {
 /// `sin` and `cos` (`n_rot / 2` each, as [`RopeAngles::sin`] and
 /// [`RopeAngles::cos`] return): the same rotation as [`RopeAngles::apply`],
 /// for callers that keep the angles of many positions in a buffer. Runs
-/// [`rope_apply_body`] compiled for the CPU's SIMD where there is such a
+/// `rope_apply_body` compiled for the CPU's SIMD where there is such a
 /// build ([`crate::simd`]; the same code, the same bits).
 pub fn rope_apply(
     sin: &[F32],

@@ -16,7 +16,7 @@
 //! | Q4_K | `d·dy·sc_j·Σ q·y − dmin·dy·mn_j·Σ y` per 32-sub-block `j` |
 //! | Q6_K | `d·dy·(sc_2j·Σ_16 q·y + sc_2j+1·Σ_16 q·y)` |
 //!
-//! F16 weights: `Σ w_i·x_i` with `x_i` rounded to f16, exact ([`dot_f16`]).
+//! F16 weights: `Σ w_i·x_i` with `x_i` rounded to f16, exact ([`F16Acc`]).
 //! F32/BF16 weights: fixed-order soft f32, `acc = +0; acc = acc + w_i·x_i`
 //! left to right, two roundings per element ([`dot_f32_soft`]).
 

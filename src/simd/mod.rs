@@ -1,4 +1,4 @@
-//! The CPU's SIMD level, detected once, and [`multiversion!`]: the one macro
+//! The CPU's SIMD level, detected once, and `multiversion!`: the one macro
 //! that compiles a portable kernel body once per level. A leaf: it imports
 //! nothing of the crate, and every kernel that has SIMD builds invokes the
 //! macro in its own file, beside its body.
@@ -10,19 +10,19 @@
 //!   in a `static AtomicU8` (0 = not yet detected; a race only detects
 //!   twice and stores the same value). On other targets, or without `std`,
 //!   it is always [`Level::Portable`].
-//! * A build made by [`multiversion!`] is the same Rust body compiled with
+//! * A build made by `multiversion!` is the same Rust body compiled with
 //!   more target features (the compiler auto-vectorizes it): the same
 //!   integer and soft-float operations, so the same bits. Each kernel's
 //!   tests check that every build the CPU runs equals its portable body
 //!   (`builds()` below hands them out).
 //! * A build is called only where [`level`] found its features; that is
-//!   the macro's one `unsafe` ([`multiversion!`]'s SAFETY text). The
+//!   the macro's one `unsafe` (`multiversion!`'s SAFETY text). The
 //!   hand-written Q4_1/Q8_0 intrinsics (`quant::fast::x86`) select their
 //!   builds by the same levels.
 //!
 //! ## Unsafe review
 //!
-//! The only `unsafe` here is in [`multiversion!`]'s expansion: calls of the
+//! The only `unsafe` here is in `multiversion!`'s expansion: calls of the
 //! `#[target_feature]` builds, each inside a function of the generated
 //! module that is private to it and is called, or handed out as a pointer,
 //! only after [`level`] returned a level that includes every feature of
@@ -32,7 +32,7 @@
 use core::sync::atomic::{AtomicU8, Ordering};
 
 /// SIMD levels of x86-64 CPUs, each including the ones before it. The
-/// levels name what [`multiversion!`]'s builds and the fused Q4_1/Q8_0
+/// levels name what `multiversion!`'s builds and the fused Q4_1/Q8_0
 /// kernels are compiled for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 #[repr(u8)]
