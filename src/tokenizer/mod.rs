@@ -53,7 +53,9 @@
 //! * Pre-tokenizers other than the two families above are
 //!   [`TokenizerError::UnsupportedPre`].
 
+use crate::error::Name;
 use crate::{Arena, Error, Result};
+use core::fmt;
 
 pub mod bpe;
 pub mod chat;
@@ -77,10 +79,16 @@ pub enum TokenizerError {
     /// `tokenizer.ggml.model` is missing.
     MissingModel,
     /// `tokenizer.ggml.model` is neither `gpt2` nor `llama`.
-    UnsupportedModel,
-    /// `tokenizer.ggml.pre` names a pre-tokenizer this crate does not implement
-    /// (or is missing for a `gpt2` vocabulary).
-    UnsupportedPre,
+    UnsupportedModel {
+        /// The vocabulary type the file names (its UTF-8 prefix, if it is not UTF-8).
+        name: Name,
+    },
+    /// `tokenizer.ggml.pre` names a pre-tokenizer this crate does not implement,
+    /// or is missing (`None`) for a `gpt2` vocabulary.
+    UnsupportedPre {
+        /// The pre-tokenizer the file names.
+        name: Option<Name>,
+    },
     /// `tokenizer.ggml.tokens` is missing or empty, or has more than `u32::MAX - 2` entries.
     BadTokenCount {
         /// Number of tokens found.
@@ -103,6 +111,8 @@ pub enum TokenizerError {
     },
     /// A per-token array (`token_type`, `scores`) has the wrong length.
     ArrayLength {
+        /// The array's metadata key ([`vocab::keys::TOKEN_TYPE`] or [`vocab::keys::SCORES`]).
+        key: &'static str,
         /// Expected length (the number of tokens).
         expected: usize,
         /// Length found.
@@ -134,9 +144,87 @@ pub enum TokenizerError {
         /// The byte.
         byte: u8,
     },
-    /// The BOS/EOS token must be added but the vocabulary has none.
-    NoSpecialToken,
+    /// The BOS or EOS token must be added but the vocabulary has none.
+    NoSpecialToken {
+        /// Which token: `"BOS"` or `"EOS"`.
+        which: &'static str,
+    },
 }
+
+impl fmt::Display for TokenizerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use TokenizerError as E;
+        match *self {
+            E::MissingModel => write!(f, "{} is missing", vocab::keys::MODEL),
+            E::UnsupportedModel { name } => write!(
+                f,
+                "unsupported vocabulary type \"{name}\" ({}; gpt2 and llama are supported)",
+                vocab::keys::MODEL
+            ),
+            E::UnsupportedPre { name: Some(name) } => {
+                write!(
+                    f,
+                    "unsupported pre-tokenizer \"{name}\" ({})",
+                    vocab::keys::PRE
+                )
+            }
+            E::UnsupportedPre { name: None } => {
+                write!(
+                    f,
+                    "{} is missing (a gpt2 vocabulary needs it)",
+                    vocab::keys::PRE
+                )
+            }
+            E::BadTokenCount { n } => write!(
+                f,
+                "{} has {n} tokens (need 1 to {})",
+                vocab::keys::TOKENS,
+                NONE - 2
+            ),
+            E::EmptyToken { id } => write!(f, "token {id} has empty text"),
+            E::DuplicateToken { id } => {
+                write!(f, "token {id} repeats the text of a token with a lower id")
+            }
+            E::TokenOutsideBase { id } => write!(
+                f,
+                "token {id}: text lies outside the buffer the vocabulary is borrowed from"
+            ),
+            E::ArrayLength {
+                key,
+                expected,
+                found,
+            } => write!(
+                f,
+                "{key} has {found} entries, expected {expected} (one per token)"
+            ),
+            E::MissingMerges => write!(
+                f,
+                "{} is missing (a gpt2 vocabulary needs it)",
+                vocab::keys::MERGES
+            ),
+            E::BadMerge { rank } => write!(
+                f,
+                "merge {rank}: its left part, right part or their concatenation is not a token"
+            ),
+            E::NanScore { id } => write!(f, "token {id} has a NaN score"),
+            E::TooManyEog => write!(f, "more than {MAX_EOG} end-of-generation tokens"),
+            E::InputTooLong { len, max } => write!(
+                f,
+                "input of {len} bytes is longer than the workspace's {max}"
+            ),
+            E::NoByteToken { byte } => write!(
+                f,
+                "no token for byte 0x{byte:02X} (neither <0x{byte:02X}> nor the byte itself)"
+            ),
+            E::NoSpecialToken { which } => write!(
+                f,
+                "the {which} token must be added but the vocabulary has none"
+            ),
+        }
+    }
+}
+
+impl core::error::Error for TokenizerError {}
 
 /// Token attributes (llama.cpp's `llama_token_attr` bits, from `tokenizer.ggml.token_type`).
 pub mod attr {
@@ -398,7 +486,10 @@ impl<'a> Tokenizer<'a> {
         }
         let mut sink = Sink { buf: out, n: 0 };
         if opts.add_special && self.add_bos {
-            sink.push(self.bos.ok_or(TokenizerError::NoSpecialToken)?)?;
+            sink.push(
+                self.bos
+                    .ok_or(TokenizerError::NoSpecialToken { which: "BOS" })?,
+            )?;
         }
         let Workspace {
             marks,
@@ -442,7 +533,10 @@ impl<'a> Tokenizer<'a> {
             }
         }
         if opts.add_special && self.add_eos {
-            sink.push(self.eos.ok_or(TokenizerError::NoSpecialToken)?)?;
+            sink.push(
+                self.eos
+                    .ok_or(TokenizerError::NoSpecialToken { which: "EOS" })?,
+            )?;
         }
         Ok(sink.n)
     }
