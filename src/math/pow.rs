@@ -14,7 +14,7 @@
 //! 3. General: `t = y · log2|x|` from the accurate logarithm (`ln x · 2^120`,
 //!    relative error below 2^-89) times a Q1.127 log2(e), multiplied exactly
 //!    by the 24-bit significand of `y`; `|t| >= 256` over/underflows directly;
-//!    otherwise `2^t` by [`pow2_parts`](super::exp2::pow2_parts) with `t`'s
+//!    otherwise `2^t` by [`pow2_parts`] with `t`'s
 //!    error bound, so the rounding tests account for it.
 //!
 //! Bound: the result is correctly rounded whenever the accurate rounding

@@ -1,5 +1,6 @@
 //! The vocabulary: token texts borrowed zero-copy, a sorted index for
-//! text → id, attributes, scores, decoded pieces; and [`build`], which reads
+//! text → id, attributes, scores, decoded pieces; and `build` (behind
+//! [`Tokenizer::build`]), which reads
 //! a [`VocabSource`] (a GGUF file, or plain slices in tests) into a
 //! [`Tokenizer`].
 //!
@@ -14,7 +15,7 @@ use crate::error::Name;
 use crate::{Arena, Error, Result};
 use core::cmp::Ordering;
 
-/// Metadata keys read by [`build`] (llama.cpp's names).
+/// Metadata keys read by [`Tokenizer::build`] (llama.cpp's names).
 pub mod keys {
     /// Vocabulary type: `gpt2` or `llama`.
     pub const MODEL: &str = "tokenizer.ggml.model";
