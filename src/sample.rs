@@ -312,3 +312,48 @@ fn exp_sum(vals: &[F32], ids: &[u32], max: F32, t: F32) -> F32 {
         acc + temp_exp(nan_last(vals[id as usize]), max, t)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validate_names_the_first_bad_parameter() {
+        let ok = SamplingParams::GREEDY;
+        assert_eq!(ok.validate(), Ok(()));
+        let cases = [
+            (
+                SamplingParams {
+                    temperature: F32::NAN,
+                    top_p: F32::NAN,
+                    ..ok
+                },
+                "temperature",
+            ),
+            (
+                SamplingParams {
+                    top_p: F32::NEG_ONE,
+                    ..ok
+                },
+                "top_p",
+            ),
+            (
+                SamplingParams {
+                    min_p: F32::INFINITY,
+                    ..ok
+                },
+                "min_p",
+            ),
+            (
+                SamplingParams {
+                    repeat_penalty: F32::ZERO,
+                    ..ok
+                },
+                "repeat_penalty",
+            ),
+        ];
+        for (params, param) in cases {
+            assert_eq!(params.validate(), Err(Error::InvalidSampling { param }));
+        }
+    }
+}

@@ -467,3 +467,35 @@ pub fn synth_vec(spec: &SynthSpec) -> Result<std::vec::Vec<u8>> {
     out.truncate(n);
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invalid_specs_say_what() {
+        let no_layers = SynthSpec {
+            n_layers: 0,
+            ..SynthSpec::TINY
+        };
+        let block_count = Error::InvalidModelConfig {
+            key: "block_count",
+            value: 0,
+        };
+        assert_eq!(synth_sizes(&no_layers), Err(block_count));
+        assert_eq!(write_synth(&no_layers, &mut [], &mut []), Err(block_count));
+        let odd_heads = SynthSpec {
+            n_heads: 3,
+            ..SynthSpec::TINY
+        };
+        assert_eq!(
+            synth_sizes(&odd_heads),
+            Err(Error::InvalidHeads {
+                n_head: 3,
+                n_kv_head: 2,
+                head_dim: 21
+            })
+        );
+        assert!(synth_sizes(&SynthSpec::TINY).is_ok());
+    }
+}

@@ -743,3 +743,89 @@ pub(crate) mod queue {
         Some(top)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::fmt::Write;
+
+    /// One `Display` output in a fixed buffer (the library tests run without `std`).
+    struct Line {
+        buf: [u8; 200],
+        len: usize,
+    }
+
+    impl Write for Line {
+        fn write_str(&mut self, s: &str) -> fmt::Result {
+            let end = self.len + s.len();
+            self.buf
+                .get_mut(self.len..end)
+                .ok_or(fmt::Error)?
+                .copy_from_slice(s.as_bytes());
+            self.len = end;
+            Ok(())
+        }
+    }
+
+    fn shown(e: impl fmt::Display, out: &mut Line) -> &str {
+        out.len = 0;
+        write!(out, "{e}").unwrap();
+        core::str::from_utf8(&out.buf[..out.len]).unwrap()
+    }
+
+    #[test]
+    fn errors_display_what_and_where() {
+        let mut l = Line {
+            buf: [0; 200],
+            len: 0,
+        };
+        let pre = TokenizerError::UnsupportedPre {
+            name: Some(Name::new("qwen2")),
+        };
+        assert_eq!(
+            shown(pre, &mut l),
+            "unsupported pre-tokenizer \"qwen2\" (tokenizer.ggml.pre)"
+        );
+        assert_eq!(
+            shown(Error::from(pre), &mut l),
+            "tokenizer: unsupported pre-tokenizer \"qwen2\" (tokenizer.ggml.pre)"
+        );
+        assert_eq!(
+            shown(
+                TokenizerError::ArrayLength {
+                    key: vocab::keys::SCORES,
+                    expected: 12,
+                    found: 10
+                },
+                &mut l
+            ),
+            "tokenizer.ggml.scores has 10 entries, expected 12 (one per token)"
+        );
+        assert_eq!(
+            shown(TokenizerError::NoByteToken { byte: 0xE2 }, &mut l),
+            "no token for byte 0xE2 (neither <0xE2> nor the byte itself)"
+        );
+        // Every variant: one non-empty line.
+        let all = [
+            TokenizerError::MissingModel,
+            TokenizerError::UnsupportedModel {
+                name: Name::new("bert"),
+            },
+            TokenizerError::UnsupportedPre { name: None },
+            TokenizerError::BadTokenCount { n: 0 },
+            TokenizerError::EmptyToken { id: 3 },
+            TokenizerError::DuplicateToken { id: 3 },
+            TokenizerError::TokenOutsideBase { id: 3 },
+            TokenizerError::MissingMerges,
+            TokenizerError::BadMerge { rank: 7 },
+            TokenizerError::NanScore { id: 3 },
+            TokenizerError::TooManyEog,
+            TokenizerError::InputTooLong { len: 5, max: 4 },
+            TokenizerError::NoSpecialToken { which: "BOS" },
+        ];
+        for e in all {
+            let s = shown(e, &mut l);
+            assert!(!s.is_empty() && !s.contains('\n'), "{e:?}");
+        }
+    }
+}
