@@ -6,7 +6,7 @@
 //! this profile keeps the sum in f32 so no wider float type is needed.
 
 use super::check_len;
-use crate::float::{mul_try, sum_left};
+use crate::float::{mul_try, sum_left_to_right};
 use crate::{F32, Result};
 
 /// RMS normalisation of one row (see the module docs for the exact order).
@@ -35,20 +35,20 @@ crate::simd::multiversion! {
 /// The portable body of [`rmsnorm`]. The products go through
 /// [`mul_try`] in branch-free loops (which vectorize); a row with any
 /// operand or result outside the normal range is redone with `*`. The sum
-/// of squares stays one fixed-order chain ([`sum_left`]).
+/// of squares stays one fixed-order chain ([`sum_left_to_right`]).
 #[inline(always)]
 pub(crate) fn rmsnorm_body(x: &[F32], w: &[F32], eps: F32, out: &mut [F32]) -> Result<()> {
     let n = x.len();
     check_len(n, w.len())?;
     check_len(n, out.len())?;
     squares(x, out);
-    let ss = sum_left(out);
+    let ss = sum_left_to_right(out);
     scale_row(x, w, eps, ss, out);
     Ok(())
 }
 
 /// The portable body of [`rmsnorm_rows`]: [`rmsnorm_body`] row by row
-/// (its sum of squares, kept unpacked by [`sum_left`], ran faster than four
+/// (its sum of squares, kept unpacked by [`sum_left_to_right`], ran faster than four
 /// rows' packed chains interleaved: 4.6 against 6.9 ns per element).
 #[inline(always)]
 pub(crate) fn rmsnorm_rows_body(x: &[F32], w: &[F32], eps: F32, out: &mut [F32]) -> Result<()> {
