@@ -6,13 +6,12 @@
 //! produces (`scripts/make-fixtures.sh` regenerates all of them), and the
 //! facts in LLAMACPP-FACTS.md §1-3 (checked there against llama.cpp and gguf-py).
 
-#[path = "gguf_util.rs"]
-mod util;
+mod support;
 
 use detllm::F32;
 use detllm::gguf::{File, GgufError, Value, ValueType};
 use detllm::quant::GgmlType;
-use util::*;
+use support::gguf::*;
 
 fn f32_of(x: F32) -> f32 {
     f32::from_bits(x.to_bits())
@@ -238,7 +237,9 @@ fn getters_separate_missing_from_wrong_type() {
 
 #[test]
 fn tiny_llama_matches_gguf_py() {
-    let Some(p) = tiny_path() else { return };
+    let Some(p) = support::model::tiny_path() else {
+        return;
+    };
     let bytes = std::fs::read(p).unwrap();
     let f = File::parse(&bytes).unwrap();
     assert_eq!(entries(&f), manifest("tiny-llama.manifest"));
@@ -252,7 +253,7 @@ fn tiny_llama_matches_gguf_py() {
 }
 
 fn load_model() -> Option<Vec<u8>> {
-    Some(std::fs::read(model_path()?).unwrap())
+    support::model::bytes()
 }
 
 #[test]

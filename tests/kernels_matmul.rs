@@ -1,13 +1,13 @@
 //! Matmul invariance: every path (per-cell reference, portable blocked, SIMD
 //! blocked) gives the same bits; a row's output does not depend on M, on its
 //! position in the batch, on the thread count or on how rows are split.
-mod common;
+mod support;
 
-use common::Rng;
 use detllm::quant::fast::{Path, rows_kernel_with};
 use detllm::quant::{ActKind, GgmlType, QActs, QMatrix};
 use detllm::{Arena, F32, Serial, kernels::matmul};
 use proptest::prelude::*;
+use support::quant::Rng;
 
 const TYPES: [GgmlType; 10] = [
     GgmlType::Q4_1,

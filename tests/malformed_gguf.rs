@@ -5,14 +5,13 @@
 //! (Model-level checks — a missing required tensor, a tensor of the wrong
 //! shape — belong to the model loader, not to the file parser.)
 
-#[path = "gguf_util.rs"]
-mod util;
+mod support;
 
 use detllm::gguf::{File, GgufError, Limit, TensorSpec, ValueType, Writer, limits};
 use detllm::quant::GgmlType;
 use detllm::{Error, F32};
 use proptest::prelude::*;
-use util::Raw;
+use support::gguf::Raw;
 
 fn parse(r: &Raw) -> Result<File<'_>, GgufError> {
     File::parse(&r.0)
@@ -139,7 +138,7 @@ fn truncation_at_every_offset_is_an_error() {
     assert!(File::parse(&buf).is_ok());
     // The gguf-py file too, up to the end of its last tensor (gguf-py pads
     // after it; cutting only that padding leaves a valid file).
-    let py = util::data("gguf_py_all_types.gguf");
+    let py = support::gguf::data("gguf_py_all_types.gguf");
     let f = File::parse(&py).unwrap();
     let last = f.tensors().last().unwrap();
     let end = (f.data_offset() + last.offset) as usize + last.data.len();
@@ -833,4 +832,13 @@ proptest! {
             exercise(&f);
         }
     }
+}
+#[test]
+fn raw_builder_writes_little_endian() {
+    let mut r = Raw::header(3, 0, 1);
+    r.kv_u32(b"k", 0x0102_0304);
+    assert_eq!(&r.0[..8], b"GGUF\x03\x00\x00\x00");
+    assert_eq!(&r.0[r.len() - 4..], &[4, 3, 2, 1]);
+    let f = detllm::gguf::File::parse(&r.0).unwrap();
+    assert_eq!(f.get_u32("k"), Ok(Some(0x0102_0304)));
 }

@@ -1,5 +1,6 @@
 //! `detllm generate --transcript` and `detllm verify` on SmolLM2-135M
-//! (fetched by scripts/test.sh; skipped with a NOTICE when absent):
+//! (fetched by scripts/test.sh; when absent these fail if the run requires the
+//! model — scripts/test.sh, CI — and otherwise skip with a NOTICE):
 //!
 //! * a transcript verifies where it was written, and after a round trip
 //!   through a JSON parser;
@@ -14,16 +15,13 @@
 //! (`SynthSpec::TINY` written to a temp file) against the committed
 //! tests/data/synth-transcript.json.
 
-#[path = "support/cli.rs"]
-mod cli_util;
-#[path = "gguf_util.rs"]
-mod util;
+mod support;
 
-use cli_util::{bin, tmp};
+use support::cli::{bin, tmp};
 
-/// [`cli_util::run`] without input.
+/// [`support::cli::run`] without input.
 fn run_plain(cmd: &mut Command) -> (i32, String, String) {
-    cli_util::run(cmd, None)
+    support::cli::run(cmd, None)
 }
 
 use proptest::prelude::*;
@@ -41,7 +39,7 @@ type Edit = (&'static str, fn(&mut Value));
 fn fixture() -> Option<&'static (PathBuf, Value)> {
     static F: OnceLock<Option<(PathBuf, Value)>> = OnceLock::new();
     F.get_or_init(|| {
-        let model = util::model_path()?;
+        let model = support::model::path()?;
         let path = tmp("written.json");
         let (code, _, err) = run_plain(
             bin()

@@ -1,51 +1,8 @@
-//! Helpers shared by the GGUF tests (included with `#[path]`; as a test
-//! target of its own it only checks the helpers).
-#![allow(dead_code)]
+//! GGUF helpers: the committed gguf-py fixtures and manifests of
+//! `tests/data`, detllm's reader in the manifest's form, and a byte builder
+//! for crafting (possibly invalid) files.
 
 use std::path::PathBuf;
-
-/// The real model: `$DETLLM_MODEL`, else the cache path that
-/// `scripts/fetch-model.sh` fills. `None` (with a notice) if absent.
-pub fn model_path() -> Option<PathBuf> {
-    let p = match std::env::var_os("DETLLM_MODEL") {
-        Some(p) => PathBuf::from(p),
-        None => cache_dir()?.join("SmolLM2-135M-Instruct.Q4_1.gguf"),
-    };
-    if p.is_file() {
-        Some(p)
-    } else {
-        eprintln!(
-            "NOTICE: real model not found at {} (run scripts/fetch-model.sh); skipping",
-            p.display()
-        );
-        None
-    }
-}
-
-/// The tiny llama written by gguf-py (`scripts/make-fixtures.sh`):
-/// `$DETLLM_TINY_GGUF`, else `<cache>/tiny-llama.gguf`.
-pub fn tiny_path() -> Option<PathBuf> {
-    let p = match std::env::var_os("DETLLM_TINY_GGUF") {
-        Some(p) => PathBuf::from(p),
-        None => cache_dir()?.join("tiny-llama.gguf"),
-    };
-    if p.is_file() {
-        Some(p)
-    } else {
-        eprintln!(
-            "NOTICE: tiny gguf-py model not found at {} (run scripts/make-fixtures.sh); skipping",
-            p.display()
-        );
-        None
-    }
-}
-
-fn cache_dir() -> Option<PathBuf> {
-    match std::env::var_os("XDG_CACHE_HOME") {
-        Some(x) if !x.is_empty() => Some(PathBuf::from(x).join("detllm")),
-        _ => Some(PathBuf::from(std::env::var_os("HOME")?).join(".cache/detllm")),
-    }
-}
 
 /// A test data file from `tests/data`.
 pub fn data(name: &str) -> Vec<u8> {
@@ -184,14 +141,4 @@ impl Raw {
     pub fn len(&self) -> usize {
         self.0.len()
     }
-}
-
-#[test]
-fn raw_builder_writes_little_endian() {
-    let mut r = Raw::header(3, 0, 1);
-    r.kv_u32(b"k", 0x0102_0304);
-    assert_eq!(&r.0[..8], b"GGUF\x03\x00\x00\x00");
-    assert_eq!(&r.0[r.len() - 4..], &[4, 3, 2, 1]);
-    let f = detllm::gguf::File::parse(&r.0).unwrap();
-    assert_eq!(f.get_u32("k"), Ok(Some(0x0102_0304)));
 }
