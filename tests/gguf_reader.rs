@@ -247,9 +247,19 @@ fn tiny_llama_matches_gguf_py() {
     let toks = f.get_array("tokenizer.ggml.tokens").unwrap().unwrap();
     assert_eq!(toks.str_iter().unwrap().next(), Some(&b"<|endoftext|>"[..]));
     // token_embd (F32, numpy shape (300, 64)) row 0 is what the writer wrote:
-    // independent of detllm beyond the byte slice.
+    // the manifest's `row0` lines (compared above for every F32/F16 tensor)
+    // hold gguf-py's values; here the first four again, from the manifest.
     let t = f.tensor("token_embd.weight").unwrap();
     assert_eq!((t.ty, t.ne), (GgmlType::F32, [64, 300, 1, 1]));
+    let row0: Vec<u32> = t.data[..16]
+        .chunks_exact(4)
+        .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    assert_eq!(row0, [0x3dd0_fd78, 0xbe02_d99d, 0x3cab_40d7, 0xbce8_8ef5]);
+    // blk.0.attn_q (F16): row 0 through detllm's f16 conversion.
+    let q = f.tensor("blk.0.attn_q.weight").unwrap();
+    let q0 = F32::from_f16_bits(u16::from_le_bytes([q.data[0], q.data[1]]));
+    assert_eq!(q0.to_bits(), 0xbd0f_0000);
 }
 
 fn load_model() -> Option<Vec<u8>> {

@@ -2,6 +2,8 @@
 //! `tests/data`, detllm's reader in the manifest's form, and a byte builder
 //! for crafting (possibly invalid) files.
 
+use detllm::F32;
+use detllm::quant::GgmlType;
 use std::path::PathBuf;
 
 /// A test data file from `tests/data`.
@@ -27,6 +29,8 @@ pub enum Entry {
         abs_offset: u64,
         n_bytes: u64,
     },
+    /// The first values (up to 8) of row 0 of an F32 or F16 tensor, as f32 bits.
+    Row0 { name: String, bits: Vec<u32> },
 }
 
 pub fn manifest(name: &str) -> Vec<Entry> {
@@ -46,6 +50,13 @@ pub fn manifest(name: &str) -> Vec<Entry> {
                     ne: f[3].split(',').map(|d| d.parse().unwrap()).collect(),
                     abs_offset: f[4].parse().unwrap(),
                     n_bytes: f[5].parse().unwrap(),
+                },
+                "row0" => Entry::Row0 {
+                    name: f[1].to_string(),
+                    bits: f[2]
+                        .split(',')
+                        .map(|b| u32::from_str_radix(b, 16).unwrap())
+                        .collect(),
                 },
                 _ => panic!("bad manifest line {l}"),
             }
@@ -77,6 +88,28 @@ pub fn entries(f: &detllm::gguf::File<'_>) -> Vec<Entry> {
             abs_offset: abs as u64,
             n_bytes: t.data.len() as u64,
         });
+        let n = t.ne[0].min(8) as usize;
+        let bits: Option<Vec<u32>> = match t.ty {
+            GgmlType::F32 => Some(
+                t.data[..4 * n]
+                    .chunks_exact(4)
+                    .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+                    .collect(),
+            ),
+            GgmlType::F16 => Some(
+                t.data[..2 * n]
+                    .chunks_exact(2)
+                    .map(|b| F32::from_f16_bits(u16::from_le_bytes([b[0], b[1]])).to_bits())
+                    .collect(),
+            ),
+            _ => None,
+        };
+        if let Some(bits) = bits {
+            out.push(Entry::Row0 {
+                name: t.name_str().to_string(),
+                bits,
+            });
+        }
     }
     out
 }
