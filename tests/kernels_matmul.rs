@@ -15,14 +15,14 @@
 //! last whole group always go through `dot_row`. For the formats without a
 //! blocked kernel the four paths are the same code, so their comparison
 //! here only checks `dot_row` against the batched `matmul`.
-mod common;
+mod support;
 
-use common::Rng;
 use detllm::quant::fast::{KernelPath, ROW_GROUP, RowsRun, rows_kernel_with};
 use detllm::quant::{ActKind, GgmlType, QActs, QMatrix};
 use detllm::simd::{Level, level};
 use detllm::{Arena, F32, Serial, kernels::matmul};
 use proptest::prelude::*;
+use support::quant::Rng;
 
 const TYPES: [GgmlType; 10] = [
     GgmlType::Q4_1,

@@ -3,13 +3,13 @@
 //! from detllm's own `F32::exp`/`sin_cos`/`silu`, which have their own tests),
 //! and the exact f16 attention against an i128 reference.
 #![allow(clippy::needless_range_loop)] // references mirror the written formulas
-mod common;
+mod support;
 
-use common::{Rng, canon, f16_finite, f16_scaled, hw, round_2m48, sw};
 use detllm::kernels::{RopeStyle, attention, rmsnorm, rope, rope_theta_scale, softmax, swiglu};
 use detllm::kv::{KvRead, KvSlice};
 use detllm::{Error, F32};
 use proptest::prelude::*;
+use support::quant::{Rng, canon, f16_finite, f16_scaled, hw, round_2m48, sw};
 
 fn vals(rng: &mut Rng, n: usize, lo: i32, hi: i32) -> Vec<F32> {
     (0..n).map(|_| sw(rng.f32_in(lo, hi))).collect()
