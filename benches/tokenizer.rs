@@ -18,7 +18,6 @@ fn model_path() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("DETLLM_MODEL") {
         cands.push(PathBuf::from(p));
     }
-    cands.push(PathBuf::from("/work/model").join(MODEL_NAME));
     let cache = match std::env::var_os("XDG_CACHE_HOME") {
         Some(x) if !x.is_empty() => Some(PathBuf::from(x)),
         _ => std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")),

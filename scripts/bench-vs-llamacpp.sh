@@ -6,7 +6,7 @@
 # Sets up .venv-llamacpp/ (gitignored) with llama-cpp-python 0.3.36 and numpy
 # if missing (the first time compiles llama.cpp: ~10+ minutes), builds
 # `detllm` (release, feature cli), then ALTERNATES, ROUNDS times:
-#   llama.cpp via shared/tools/llamacpp_ref.py (threads 1 and 2; its own best
+#   llama.cpp via scripts/llamacpp_ref.py (threads 1 and 2; its own best
 #   of 3 on a 37-token chat prompt and 128 generated tokens), and
 #   `detllm bench --json` at threads 1 and 2 (batch 1) and batch 8.
 # Each figure is the best over the rounds. Prints the table and the ratios
@@ -22,16 +22,9 @@ rounds="${1:-3}"
 gen="${GEN:-64}"
 model="$(bash scripts/fetch-model.sh)"
 
-# Where llamacpp_ref.py is: $LLAMACPP_REF, else ../shared next to the
-# repository (or next to the main checkout of a git worktree).
-ref="${LLAMACPP_REF:-}"
-if [ -z "$ref" ]; then
-    common="$(git rev-parse --path-format=absolute --git-common-dir 2>/dev/null || echo "$repo/.git")"
-    for c in "$repo/../shared/tools/llamacpp_ref.py" "$(dirname "$common")/../shared/tools/llamacpp_ref.py"; do
-        if [ -f "$c" ]; then ref="$c"; break; fi
-    done
-fi
-[ -n "$ref" ] && [ -f "$ref" ] || { echo "llamacpp_ref.py not found; set LLAMACPP_REF" >&2; exit 1; }
+# llamacpp_ref.py: $LLAMACPP_REF, else the repository's copy.
+ref="${LLAMACPP_REF:-$repo/scripts/llamacpp_ref.py}"
+[ -f "$ref" ] || { echo "$ref not found; set LLAMACPP_REF" >&2; exit 1; }
 
 # The Python environment.
 venv="$repo/.venv-llamacpp"

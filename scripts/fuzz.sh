@@ -8,8 +8,14 @@ secs="${1:-30}"
 command -v cargo-fuzz >/dev/null || cargo install --locked cargo-fuzz
 rustup toolchain list | grep -q nightly || rustup toolchain install nightly --profile minimal
 targets=$(sed -n 's/^name = "\(.*\)"$/\1/p' fuzz/Cargo.toml | grep -v '^detllm-fuzz$')
-# Seed corpora (generated, not committed), where a target has a script.
-[ -x scripts/make-fuzz-corpus.sh ] && bash scripts/make-fuzz-corpus.sh >/dev/null 2>&1 || true
+# Seed corpora (generated, not committed): a failure to make them fails the run.
+corpus_log="$(mktemp)"
+if ! bash scripts/make-fuzz-corpus.sh >"$corpus_log" 2>&1; then
+    cat "$corpus_log" >&2
+    echo "scripts/make-fuzz-corpus.sh FAILED" >&2
+    exit 1
+fi
+rm -f "$corpus_log"
 cd fuzz
 for t in $targets; do
     echo "== fuzz $t (${secs}s)"

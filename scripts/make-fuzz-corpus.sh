@@ -32,8 +32,8 @@ body = header(3, 3, 1) + kv(b"general.name", 8, s(b"t")) + info(b"n", [8], 0, 0)
 open(f"{out}/tensors.gguf", "wb").write(pad(body) + bytes(range(32)) + bytes(68) + bytes(28) + bytes(range(20)))
 open(f"{out}/empty.gguf", "wb").write(header(3, 0, 0))
 PY
-tiny="${XDG_CACHE_HOME:-$HOME/.cache}/detllm/tiny-llama.gguf"
-if [ -f "$tiny" ]; then head -c 4096 "$tiny" > "$out/tiny-header.gguf"; fi
+bash scripts/make-fixtures.sh cache
+head -c 4096 "${XDG_CACHE_HOME:-$HOME/.cache}/detllm/tiny-llama.gguf" > "$out/tiny-header.gguf"
 ls -l "$out"
 
 # math_fns: 8-byte inputs (x, y as little-endian f32 bits): pairs of special

@@ -10,7 +10,7 @@
 #
 # The engine's golden digest (issue #6) is `model.schedules` in
 # tests/golden/model.txt: SHA-256 over the logits bits of a fixed synthetic
-# llama and qwen2 under a fixed token schedule (src/model/selftest.rs,
+# llama and qwen2 under a fixed token schedule (src/selftest/model.rs,
 # docs/sections/engine.md); this script regenerates it with the rest.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
-# The test command: installs what the tests need, fetches the model, runs them.
+# The test command: installs what the tests need, fetches the model, makes
+# the generated fixtures, runs every test.
 #   bash scripts/test.sh [cargo test args...]
+#
+# Every test runs: DETLLM_REQUIRE_MODEL=1 makes a test that cannot find the
+# model or a fixture fail (tests/support/model.rs) instead of skipping it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
 ensure_apt cmake
-# Real-model tests need SmolLM2-135M-Instruct (skipped with a notice without it).
-bash scripts/fetch-model.sh >/dev/null
+# The real-model tests need SmolLM2-135M-Instruct.
+model="$(bash scripts/fetch-model.sh)"
+export DETLLM_MODEL="$model"
+# The tiny gguf-py llama of tests/gguf_reader.rs (into the user cache).
+bash scripts/make-fixtures.sh cache
+export DETLLM_REQUIRE_MODEL=1
 features="cli"
 # The SoftFloat oracle builds on x86_64 hosts only.
 if [ "$(uname -m)" = x86_64 ]; then features="$features,oracle"; fi

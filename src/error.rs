@@ -405,7 +405,7 @@ impl fmt::Display for Error {
                 write!(f, "too many threads: {threads} > {max}")
             }
             Error::InvalidUtf8 => f.write_str("invalid UTF-8"),
-            Error::Tokenizer(e) => write!(f, "tokenizer: {e:?}"),
+            Error::Tokenizer(e) => write!(f, "tokenizer: {e}"),
             Error::KvOutOfRange { pos, len, room } => {
                 write!(f, "KV position {pos} out of range (len {len}, room {room})")
             }

@@ -14,6 +14,17 @@
 //! The arithmetic profile is named by [`PROFILE`]; any change to numerics is a
 //! new profile name. See `docs/ARITHMETIC.md`.
 //!
+//! ## Unsafe code
+//!
+//! The crate denies `unsafe_code`; three places allow it, each with its
+//! review in its header:
+//! * [`simd`] — the expansion of its `multiversion!` macro (calls of the
+//!   `#[target_feature]` builds of a kernel body after the CPU level was
+//!   checked), invoked beside each kernel that has SIMD builds;
+//! * `quant::fast::x86` — the hand-written AVX2 / AVX-512 VNNI Q4_1 and Q8_0
+//!   chunk kernels (x86-64 with `std`);
+//! * `pool` — the `std` thread pool's region hand-off.
+//!
 //! ## Example: load a GGUF model into an arena and generate
 //!
 //! The model here is the crate's seeded synthetic model (real GGUF bytes, so
@@ -76,6 +87,8 @@
 //! # }
 //! ```
 #![no_std]
+// Allowed only in `simd` (the `multiversion!` expansion), `quant::fast::x86`
+// and `pool`: see "Unsafe code" above.
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -98,6 +111,7 @@ pub mod quant;
 pub mod sample;
 pub mod sched;
 pub mod selftest;
+pub mod simd;
 #[cfg(test)]
 mod testutil;
 pub mod tokenizer;

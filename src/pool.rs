@@ -12,8 +12,8 @@
 //! independent outputs.
 //!
 //! ## Unsafe review
-//! This is the only module of the crate besides `quant::simd_x86` allowed
-//! `unsafe`. A region is published to the workers as a type-erased pointer to
+//! One of the three places of the crate allowed `unsafe` (see the crate
+//! docs' list). A region is published to the workers as a type-erased pointer to
 //! a [`Region`] on the caller's stack, with a lifetime the compiler cannot
 //! see. It is sound because:
 //! * [`ThreadPool::for_each_chunk`] does not return (or unwind) before every

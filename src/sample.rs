@@ -85,18 +85,24 @@ impl SamplingParams {
         seed: 0,
     };
 
-    /// Rejects NaN or negative parameters.
+    /// `Err(InvalidSampling { param })` naming the first parameter that is
+    /// NaN, negative or infinite (`temperature`, `top_p`, `min_p`,
+    /// `repeat_penalty`, checked in that order), or a zero `repeat_penalty`.
     pub fn validate(&self) -> Result<()> {
         let bad = |x: F32| x.is_nan() || x.is_sign_negative() || x.is_infinite();
-        if bad(self.temperature)
-            || bad(self.top_p)
-            || bad(self.min_p)
-            || bad(self.repeat_penalty)
-            || self.repeat_penalty.is_zero()
-        {
-            return Err(Error::InvalidConfig);
+        let checks = [
+            ("temperature", bad(self.temperature)),
+            ("top_p", bad(self.top_p)),
+            ("min_p", bad(self.min_p)),
+            (
+                "repeat_penalty",
+                bad(self.repeat_penalty) || self.repeat_penalty.is_zero(),
+            ),
+        ];
+        match checks.iter().find(|(_, is_bad)| *is_bad) {
+            Some(&(param, _)) => Err(Error::InvalidSampling { param }),
+            None => Ok(()),
         }
-        Ok(())
     }
 }
 
@@ -164,6 +170,11 @@ impl<'a> Sampler<'a> {
     /// Picks the next token from `logits` (not modified). `recent` holds the
     /// sequence's previous tokens (for the penalty), `rng` its generator,
     /// advanced once unless the choice is greedy.
+    ///
+    /// Errors: [`Error::InvalidSampling`] for a parameter
+    /// [`SamplingParams::validate`] rejects, or with `param: "logits"` for
+    /// empty `logits`; [`Error::BufferTooSmall`] if `logits` is longer than
+    /// the vocabulary the sampler was carved for.
     pub fn sample(
         &mut self,
         logits: &[F32],
@@ -173,8 +184,9 @@ impl<'a> Sampler<'a> {
     ) -> Result<u32> {
         params.validate()?;
         let n = logits.len();
+        let empty = Error::InvalidSampling { param: "logits" };
         if n == 0 {
-            return Err(Error::InvalidConfig);
+            return Err(empty);
         }
         if n > self.ids.len() {
             return Err(Error::BufferTooSmall {
@@ -184,76 +196,108 @@ impl<'a> Sampler<'a> {
         }
         let vals = &mut self.vals[..n];
         vals.copy_from_slice(logits);
-        // 1. Repetition penalty, each distinct recent token once.
-        if params.repeat_penalty != F32::ONE {
-            let window = &recent[recent.len().saturating_sub(params.penalty_last_n)..];
-            for (j, &t) in window.iter().enumerate() {
-                if (t as usize) >= n || window[..j].contains(&t) {
-                    continue;
-                }
-                let l = vals[t as usize];
-                vals[t as usize] = if l.gt(F32::ZERO) {
-                    l / params.repeat_penalty
-                } else {
-                    l * params.repeat_penalty
-                };
-            }
-        }
+        // 1. Repetition penalty.
+        apply_repeat_penalty(vals, params, recent);
         // 2. Greedy.
         if params.temperature.is_zero() {
-            return argmax(vals).ok_or(Error::InvalidConfig);
+            return argmax(vals).ok_or(empty);
         }
         // 3. Sort candidates by (logit desc, id asc); NaN logits last.
         let ids = &mut self.ids[..n];
-        for (i, id) in ids.iter_mut().enumerate() {
-            *id = i as u32;
-        }
-        let key = |v: F32| if v.is_nan() { F32::NEG_INFINITY } else { v };
-        ids.sort_unstable_by(|&a, &b| {
-            key(vals[b as usize])
-                .total_cmp(key(vals[a as usize]))
-                .then(a.cmp(&b))
-        });
-        // 4. Top-k.
-        let mut kept = n;
-        if params.top_k > 0 {
-            kept = kept.min(params.top_k as usize);
-        }
-        // Probabilities of the kept candidates at temperature 1, in sorted order.
-        let max = key(vals[ids[0] as usize]);
-        // 5. Top-p.
-        if params.top_p.lt(F32::ONE) {
-            let sum = exp_sum(vals, &ids[..kept], max, F32::ONE);
-            let inv = F32::ONE / sum;
-            let mut cum = F32::ZERO;
-            for (j, &id) in ids[..kept].iter().enumerate() {
-                cum = cum + (key(vals[id as usize]) - max).exp() * inv;
-                if cum.ge(params.top_p) {
-                    kept = j + 1;
-                    break;
-                }
-            }
-        }
-        // 6. Min-p: p_i >= min_p * p_max  <=>  exp(l_i - max) >= min_p.
-        if params.min_p.gt(F32::ZERO) {
-            let mut m = 1;
-            while m < kept && (key(vals[ids[m] as usize]) - max).exp().ge(params.min_p) {
-                m += 1;
-            }
-            kept = m;
-        }
+        sort_candidates(ids, vals);
+        // 4–6. Top-k, top-p, min-p.
+        let kept = &ids[..kept_candidates(vals, ids, params)];
         // 7–8. Temperature softmax and the draw.
-        let sum = exp_sum(vals, &ids[..kept], max, params.temperature);
+        let max = nan_last(vals[ids[0] as usize]);
+        let sum = exp_sum(vals, kept, max, params.temperature);
         let target = rng.next_unit() * sum;
         let mut cum = F32::ZERO;
-        for &id in &ids[..kept] {
-            cum = cum + temp_exp(key(vals[id as usize]), max, params.temperature);
+        for &id in kept {
+            cum = cum + temp_exp(nan_last(vals[id as usize]), max, params.temperature);
             if cum.gt(target) {
                 return Ok(id);
             }
         }
-        Ok(ids[kept - 1])
+        Ok(kept[kept.len() - 1])
     }
+}
+
+/// Step 1: each distinct token among the last `penalty_last_n` of `recent`
+/// (and inside the vocabulary) has its logit divided by the penalty if
+/// positive, else multiplied by it.
+fn apply_repeat_penalty(vals: &mut [F32], params: &SamplingParams, recent: &[u32]) {
+    if params.repeat_penalty == F32::ONE {
+        return;
+    }
+    let n = vals.len();
+    let window = &recent[recent.len().saturating_sub(params.penalty_last_n)..];
+    for (j, &t) in window.iter().enumerate() {
+        if (t as usize) >= n || window[..j].contains(&t) {
+            continue;
+        }
+        let l = vals[t as usize];
+        vals[t as usize] = if l.gt(F32::ZERO) {
+            l / params.repeat_penalty
+        } else {
+            l * params.repeat_penalty
+        };
+    }
+}
+
+/// A logit as ranked by the sampler: NaN as −∞.
+fn nan_last(v: F32) -> F32 {
+    if v.is_nan() { F32::NEG_INFINITY } else { v }
+}
+
+/// Step 3: `ids` = all token ids sorted by (logit descending, id
+/// ascending), NaN logits last.
+fn sort_candidates(ids: &mut [u32], vals: &[F32]) {
+    for (i, id) in ids.iter_mut().enumerate() {
+        *id = i as u32;
+    }
+    ids.sort_unstable_by(|&a, &b| {
+        nan_last(vals[b as usize])
+            .total_cmp(nan_last(vals[a as usize]))
+            .then(a.cmp(&b))
+    });
+}
+
+/// Steps 4–6: how many of the sorted candidates `ids` (non-empty) top-k,
+/// then top-p, then min-p keep (at least one).
+fn kept_candidates(vals: &[F32], ids: &[u32], params: &SamplingParams) -> usize {
+    // 4. Top-k.
+    let mut kept = ids.len();
+    if params.top_k > 0 {
+        kept = kept.min(params.top_k as usize);
+    }
+    // Probabilities of the kept candidates at temperature 1, in sorted order.
+    let max = nan_last(vals[ids[0] as usize]);
+    // 5. Top-p.
+    if params.top_p.lt(F32::ONE) {
+        let sum = exp_sum(vals, &ids[..kept], max, F32::ONE);
+        let inv = F32::ONE / sum;
+        let mut cum = F32::ZERO;
+        for (j, &id) in ids[..kept].iter().enumerate() {
+            cum = cum + (nan_last(vals[id as usize]) - max).exp() * inv;
+            if cum.ge(params.top_p) {
+                kept = j + 1;
+                break;
+            }
+        }
+    }
+    // 6. Min-p: p_i >= min_p * p_max  <=>  exp(l_i - max) >= min_p.
+    if params.min_p.gt(F32::ZERO) {
+        let mut m = 1;
+        while m < kept
+            && (nan_last(vals[ids[m] as usize]) - max)
+                .exp()
+                .ge(params.min_p)
+        {
+            m += 1;
+        }
+        kept = m;
+    }
+    kept
 }
 
 /// `exp(l / t - max / t)` (llama.cpp divides the logits by the temperature,
@@ -264,8 +308,52 @@ fn temp_exp(l: F32, max: F32, t: F32) -> F32 {
 
 /// Σ exp((l_i - max) / t) over `ids`, left to right from +0.
 fn exp_sum(vals: &[F32], ids: &[u32], max: F32, t: F32) -> F32 {
-    let key = |v: F32| if v.is_nan() { F32::NEG_INFINITY } else { v };
     ids.iter().fold(F32::ZERO, |acc, &id| {
-        acc + temp_exp(key(vals[id as usize]), max, t)
+        acc + temp_exp(nan_last(vals[id as usize]), max, t)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validate_names_the_first_bad_parameter() {
+        let ok = SamplingParams::GREEDY;
+        assert_eq!(ok.validate(), Ok(()));
+        let cases = [
+            (
+                SamplingParams {
+                    temperature: F32::NAN,
+                    top_p: F32::NAN,
+                    ..ok
+                },
+                "temperature",
+            ),
+            (
+                SamplingParams {
+                    top_p: F32::NEG_ONE,
+                    ..ok
+                },
+                "top_p",
+            ),
+            (
+                SamplingParams {
+                    min_p: F32::INFINITY,
+                    ..ok
+                },
+                "min_p",
+            ),
+            (
+                SamplingParams {
+                    repeat_penalty: F32::ZERO,
+                    ..ok
+                },
+                "repeat_penalty",
+            ),
+        ];
+        for (params, param) in cases {
+            assert_eq!(params.validate(), Err(Error::InvalidSampling { param }));
+        }
+    }
 }

@@ -9,16 +9,14 @@
 //! * `generate` gives the same output with the model read into memory (the
 //!   default) and with it mapped (`DETLLM_MMAP=1`).
 //!
-//! The last four need SmolLM2-135M (scripts/test.sh fetches it; without it they
-//! print a NOTICE naming the missing path and return).
+//! The last four need SmolLM2-135M (scripts/test.sh fetches it); without it
+//! they fail when the run requires the model (scripts/test.sh, CI) and
+//! otherwise print a NOTICE naming the missing path and return.
 #![cfg(feature = "cli")]
 
-#[path = "support/cli.rs"]
-mod cli_util;
-#[path = "gguf_util.rs"]
-mod util;
+mod support;
 
-use cli_util::{bin, run, tmp};
+use support::cli::{bin, run, tmp};
 
 use detllm::Arena;
 use detllm::gguf::File;
@@ -100,7 +98,7 @@ fn library_ids(model: &std::path::Path, texts: &[&str]) -> Vec<Vec<u32>> {
 
 #[test]
 fn tokenize_jsonl_matches_the_library() {
-    let Some(model) = util::model_path() else {
+    let Some(model) = support::model::path() else {
         return;
     };
     let texts = [
@@ -182,7 +180,7 @@ fn generate_env(
 
 #[test]
 fn generate_json_batched_equals_each_solo_run() {
-    let Some(model) = util::model_path() else {
+    let Some(model) = support::model::path() else {
         return;
     };
     let prompts = [
@@ -219,7 +217,7 @@ fn generate_json_batched_equals_each_solo_run() {
 /// tokens and digests.
 #[test]
 fn generate_same_whichever_way_the_model_is_loaded() {
-    let Some(model) = util::model_path() else {
+    let Some(model) = support::model::path() else {
         return;
     };
     let prompts = ["The capital of France is", "1, 2, 3, 4,"];
@@ -234,7 +232,7 @@ fn generate_same_whichever_way_the_model_is_loaded() {
 /// repetition, to keep the test short: the buffers are the same size).
 #[test]
 fn bench_peak_rss_within_ten_percent_of_model_plus_kv() {
-    let Some(model) = util::model_path() else {
+    let Some(model) = support::model::path() else {
         return;
     };
     for batch in ["1", "8"] {

@@ -6,13 +6,12 @@
 //! produces (`scripts/make-fixtures.sh` regenerates all of them), and the
 //! facts in LLAMACPP-FACTS.md §1-3 (checked there against llama.cpp and gguf-py).
 
-#[path = "gguf_util.rs"]
-mod util;
+mod support;
 
 use detllm::F32;
 use detllm::gguf::{File, GgufError, Value, ValueType};
 use detllm::quant::GgmlType;
-use util::*;
+use support::gguf::*;
 
 fn f32_of(x: F32) -> f32 {
     f32::from_bits(x.to_bits())
@@ -238,7 +237,9 @@ fn getters_separate_missing_from_wrong_type() {
 
 #[test]
 fn tiny_llama_matches_gguf_py() {
-    let Some(p) = tiny_path() else { return };
+    let Some(p) = support::model::tiny_path() else {
+        return;
+    };
     let bytes = std::fs::read(p).unwrap();
     let f = File::parse(&bytes).unwrap();
     assert_eq!(entries(&f), manifest("tiny-llama.manifest"));
@@ -246,13 +247,23 @@ fn tiny_llama_matches_gguf_py() {
     let toks = f.get_array("tokenizer.ggml.tokens").unwrap().unwrap();
     assert_eq!(toks.str_iter().unwrap().next(), Some(&b"<|endoftext|>"[..]));
     // token_embd (F32, numpy shape (300, 64)) row 0 is what the writer wrote:
-    // independent of detllm beyond the byte slice.
+    // the manifest's `row0` lines (compared above for every F32/F16 tensor)
+    // hold gguf-py's values; here the first four again, from the manifest.
     let t = f.tensor("token_embd.weight").unwrap();
     assert_eq!((t.ty, t.ne), (GgmlType::F32, [64, 300, 1, 1]));
+    let row0: Vec<u32> = t.data[..16]
+        .chunks_exact(4)
+        .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    assert_eq!(row0, [0x3dd0_fd78, 0xbe02_d99d, 0x3cab_40d7, 0xbce8_8ef5]);
+    // blk.0.attn_q (F16): row 0 through detllm's f16 conversion.
+    let q = f.tensor("blk.0.attn_q.weight").unwrap();
+    let q0 = F32::from_f16_bits(u16::from_le_bytes([q.data[0], q.data[1]]));
+    assert_eq!(q0.to_bits(), 0xbd0f_0000);
 }
 
 fn load_model() -> Option<Vec<u8>> {
-    Some(std::fs::read(model_path()?).unwrap())
+    support::model::bytes()
 }
 
 #[test]

@@ -1,9 +1,6 @@
 //! `gguf::Writer` → `gguf::File` round trips, two-pass sizing, and the
 //! writer's own checks.
 
-#[path = "gguf_util.rs"]
-mod util;
-
 use detllm::gguf::{File, GgufError, TensorSpec, Value, ValueType, Writer};
 use detllm::quant::GgmlType;
 use detllm::{Error, F32};

@@ -1,13 +1,28 @@
 //! Matmul invariance: every path (per-cell reference, portable blocked, SIMD
 //! blocked) gives the same bits; a row's output does not depend on M, on its
 //! position in the batch, on the thread count or on how rows are split.
-mod common;
+//!
+//! Which implementation each [`KernelPath`] runs, per weight format (every
+//! call's [`RowsRun`] is asserted to be this, so a path that silently
+//! declined to the reference would fail):
+//!
+//! | weights | `Reference` | `Portable` | `Auto` | `Avx2` |
+//! |---|---|---|---|---|
+//! | Q4_1, Q8_0 | `dot_row` per cell | blocked, portable split kernels | blocked, the widest fused build the CPU runs (AVX-512 VNNI, else AVX2), else portable | blocked, the AVX2 fused build, else portable |
+//! | Q4_0, Q5_1, F16, F32, Q4_K, BF16 | `dot_row` | `dot_row` | `dot_row` | `dot_row` |
+//!
+//! "Blocked" covers whole groups of [`ROW_GROUP`] rows; the rows past the
+//! last whole group always go through `dot_row`. For the formats without a
+//! blocked kernel the four paths are the same code, so their comparison
+//! here only checks `dot_row` against the batched `matmul`.
+mod support;
 
-use common::Rng;
-use detllm::quant::fast::{Path, rows_kernel_with};
+use detllm::quant::fast::{KernelPath, ROW_GROUP, RowsRun, rows_kernel_with};
 use detllm::quant::{ActKind, GgmlType, QActs, QMatrix};
+use detllm::simd::{Level, level};
 use detllm::{Arena, F32, Serial, kernels::matmul};
 use proptest::prelude::*;
+use support::quant::Rng;
 
 const TYPES: [GgmlType; 10] = [
     GgmlType::Q4_1,
@@ -90,17 +105,50 @@ fn run(par: &impl detllm::Parallel, w: &QMatrix, x: &[F32], m: usize) -> Vec<u32
     out.iter().map(|v| v.to_bits()).collect()
 }
 
+/// What `path` must run on `n_rows` rows of `ty` on this CPU (the table in
+/// the module docs).
+fn expected_run(ty: GgmlType, path: KernelPath, n_rows: usize) -> RowsRun {
+    let has_blocked = matches!(ty, GgmlType::Q4_1 | GgmlType::Q8_0);
+    let blocked_rows = match path {
+        KernelPath::Reference => 0,
+        _ if !has_blocked => 0,
+        _ => n_rows / ROW_GROUP * ROW_GROUP,
+    };
+    let build = match (path, level()) {
+        _ if blocked_rows == 0 => Level::Portable,
+        (KernelPath::Auto, Level::Avx512Vnni) => Level::Avx512Vnni,
+        (KernelPath::Auto | KernelPath::Avx2, l) if l >= Level::Avx2 => Level::Avx2,
+        _ => Level::Portable,
+    };
+    RowsRun {
+        blocked_rows,
+        build,
+    }
+}
+
+/// The cells of every path, each computed in two row ranges split at
+/// `split`; asserts that each call ran what [`expected_run`] says.
 fn paths(w: &QMatrix, x: &[F32], m: usize, split: usize) -> [Vec<u32>; 4] {
     let mut buf = vec![0u8; QActs::bytes_for(ActKind::for_weight(w.ty), m, w.n_in).unwrap()];
     let mut arena = Arena::new(&mut buf);
     let mut a = QActs::new(&mut arena, ActKind::for_weight(w.ty), m, w.n_in).unwrap();
     a.quantize(x).unwrap();
-    [Path::Reference, Path::Portable, Path::Auto, Path::Avx2].map(|p| {
+    let all = [
+        KernelPath::Reference,
+        KernelPath::Portable,
+        KernelPath::Auto,
+        KernelPath::Avx2,
+    ];
+    all.map(|p| {
         // (n_out, M) in two arbitrary row ranges.
         let mut out = vec![F32::ZERO; m * w.n_out];
         let (lo, hi) = out.split_at_mut(split * m);
-        rows_kernel_with(w, 0, &a, lo, p);
-        rows_kernel_with(w, split, &a, hi, p);
+        let ran = [
+            rows_kernel_with(w, 0, &a, lo, p),
+            rows_kernel_with(w, split, &a, hi, p),
+        ];
+        let want = [split, w.n_out - split].map(|n| expected_run(w.ty, p, n));
+        assert_eq!(ran, want, "{:?} {p:?}: what ran", w.ty);
         out.iter().map(|v| v.to_bits()).collect()
     })
 }
@@ -304,7 +352,7 @@ proptest! {
             calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             if let [Some(a), Some(b), _] = s {
                 if a.len() != b.len() {
-                    return Err(detllm::Error::InvalidConfig);
+                    return Err(detllm::Error::ShapeMismatch { expected: a.len(), found: b.len() });
                 }
                 for (x, y) in a.iter_mut().zip(b.iter()) {
                     *x = F32::from_bits(x.to_bits() ^ y.to_bits());

@@ -3,13 +3,13 @@
 //! from detllm's own `F32::exp`/`sin_cos`/`silu`, which have their own tests),
 //! and the exact f16 attention against an i128 reference.
 #![allow(clippy::needless_range_loop)] // references mirror the written formulas
-mod common;
+mod support;
 
-use common::{Rng, canon, f16_finite, f16_scaled, hw, round_2m48, sw};
-use detllm::F32;
 use detllm::kernels::{RopeStyle, attention, rmsnorm, rope, rope_theta_scale, softmax, swiglu};
 use detllm::kv::{KvRead, KvSlice};
+use detllm::{Error, F32};
 use proptest::prelude::*;
+use support::quant::{Rng, canon, f16_finite, f16_scaled, hw, round_2m48, sw};
 
 fn vals(rng: &mut Rng, n: usize, lo: i32, hi: i32) -> Vec<F32> {
     (0..n).map(|_| sw(rng.f32_in(lo, hi))).collect()
@@ -216,11 +216,30 @@ fn attention_rejects_bad_shapes_without_writing() {
     let mut scores = vec![F32::ZERO; 4];
     let mut out = vec![F32::NAN; 64];
     // 3 kv heads do not divide 4 heads; scores too short; rows too short.
-    assert!(attention(&q, &c, 4, 4, 3, 16, F32::ONE, &mut scores, &mut out).is_err());
-    assert!(attention(&q, &c, 5, 4, 2, 16, F32::ONE, &mut scores, &mut out).is_err());
+    assert_eq!(
+        attention(&q, &c, 4, 4, 3, 16, F32::ONE, &mut scores, &mut out),
+        Err(Error::InvalidHeads {
+            n_head: 4,
+            n_kv_head: 3,
+            head_dim: 16
+        })
+    );
+    assert_eq!(
+        attention(&q, &c, 5, 4, 2, 16, F32::ONE, &mut scores, &mut out),
+        Err(Error::BufferTooSmall {
+            needed: 5,
+            available: 4
+        })
+    );
     assert!(attention(&q, &c, 4, 2, 1, 32, F32::ONE, &mut scores, &mut out).is_ok());
     let mut out2 = vec![F32::NAN; 64];
-    assert!(attention(&q, &c, 4, 4, 4, 16, F32::ONE, &mut scores, &mut out2).is_err());
+    assert_eq!(
+        attention(&q, &c, 4, 4, 4, 16, F32::ONE, &mut scores, &mut out2),
+        Err(Error::ShapeMismatch {
+            expected: 64,
+            found: 32
+        })
+    );
     assert!(out2.iter().all(|v| v.is_nan()));
 }
 
@@ -252,5 +271,11 @@ fn rope_pos0_is_identity_and_tail_is_copied() {
     )
     .unwrap();
     assert_eq!(bits(&y[32..64]), bits(&x[32..64]));
-    assert!(rope(&mut y, 2, 64, 66, 7, F32::ONE, RopeStyle::Norm).is_err());
+    assert_eq!(
+        rope(&mut y, 2, 64, 66, 7, F32::ONE, RopeStyle::Norm),
+        Err(Error::InvalidRope {
+            n_rot: 66,
+            head_dim: 64
+        })
+    );
 }

@@ -1,12 +1,12 @@
 //! Random operation schedules against the reference model (see
-//! `tests/kv_support/mod.rs` for what is checked after every operation), for
+//! `tests/support/kv.rs` for what is checked after every operation), for
 //! both caches, both element types, random shapes, page sizes and pool sizes;
 //! and paged (random page size) == contiguous, row for row.
-mod kv_support;
+mod support;
 
 use detllm::kv::{KvConfig, KvType};
-use kv_support::{Op, config_from_bytes, ops_from_bytes, with_contiguous, with_paged};
 use proptest::prelude::*;
+use support::kv::{Op, config_from_bytes, ops_from_bytes, with_contiguous, with_paged};
 
 fn op() -> impl Strategy<Value = Op> {
     (
@@ -101,7 +101,7 @@ proptest! {
 /// fuzz target's byte format) as the `kv_ops` seed corpus.
 #[test]
 fn schedules_cover_the_interesting_paths() {
-    use kv_support::{Stats, mix};
+    use support::kv::{Stats, mix};
     let mut total = Stats::default();
     for case in 0..300u64 {
         let h = mix(case);

@@ -5,14 +5,13 @@
 //! (Model-level checks — a missing required tensor, a tensor of the wrong
 //! shape — belong to the model loader, not to the file parser.)
 
-#[path = "gguf_util.rs"]
-mod util;
+mod support;
 
 use detllm::gguf::{File, GgufError, Limit, TensorSpec, ValueType, Writer, limits};
 use detllm::quant::GgmlType;
 use detllm::{Error, F32};
 use proptest::prelude::*;
-use util::Raw;
+use support::gguf::Raw;
 
 fn parse(r: &Raw) -> Result<File<'_>, GgufError> {
     File::parse(&r.0)
@@ -139,7 +138,7 @@ fn truncation_at_every_offset_is_an_error() {
     assert!(File::parse(&buf).is_ok());
     // The gguf-py file too, up to the end of its last tensor (gguf-py pads
     // after it; cutting only that padding leaves a valid file).
-    let py = util::data("gguf_py_all_types.gguf");
+    let py = support::gguf::data("gguf_py_all_types.gguf");
     let f = File::parse(&py).unwrap();
     let last = f.tensors().last().unwrap();
     let end = (f.data_offset() + last.offset) as usize + last.data.len();
@@ -649,6 +648,21 @@ fn hostile_counts_parse_in_bounded_work() {
     // names of equal length that differ only in their last bytes; and the
     // maximum number of keys of the maximum length. Both must parse (they are
     // valid); the bounds in `limits` keep this to ~1e8 short comparisons.
+    //
+    // The bound, on the limits themselves: the tensor-name scan compares at
+    // most MAX_TENSORS²/2 pairs of ≤ 64-byte names, the key scan MAX_KV²/2
+    // pairs of ≤ MAX_KEY_LEN-byte keys; both ≤ 1.4e8 comparisons and ≤ 1e10
+    // bytes compared. And on the clock, as a guard against a scan that is
+    // worse than quadratic: 1.4e8 comparisons at ≥ 1e7 per second (far
+    // below any host's speed: 1.9 s measured on a busy 2-core machine for
+    // the tensors) is at most 14 s.
+    const MAX_PAIRS: usize = 140_000_000;
+    let tensor_pairs = limits::MAX_TENSORS * (limits::MAX_TENSORS - 1) / 2;
+    let key_pairs = limits::MAX_KV * (limits::MAX_KV - 1) / 2;
+    assert!(tensor_pairs <= MAX_PAIRS, "{tensor_pairs} name pairs");
+    assert!(key_pairs <= MAX_PAIRS, "{key_pairs} key pairs");
+    assert!(key_pairs * limits::MAX_KEY_LEN <= 10_000_000_000);
+    let budget = std::time::Duration::from_secs(14);
     let n = limits::MAX_TENSORS;
     let mut r = Raw::header(3, n as u64, 0);
     for i in 0..n {
@@ -658,7 +672,10 @@ fn hostile_counts_parse_in_bounded_work() {
     r.pad_to(32);
     let t = std::time::Instant::now();
     let f = parse(&r).unwrap();
-    eprintln!("{} tensors parsed in {:?}", f.n_tensors(), t.elapsed());
+    let took = t.elapsed();
+    eprintln!("{} tensors parsed in {took:?}", f.n_tensors());
+    assert_eq!(f.n_tensors(), n);
+    assert!(took < budget, "{n} tensors took {took:?}");
 
     let n = limits::MAX_KV;
     let mut r = Raw::header(3, 0, n as u64);
@@ -668,11 +685,10 @@ fn hostile_counts_parse_in_bounded_work() {
     }
     let t = std::time::Instant::now();
     let f = parse(&r).unwrap();
-    eprintln!(
-        "{} keys of 1024 bytes parsed in {:?}",
-        f.n_kv(),
-        t.elapsed()
-    );
+    let took = t.elapsed();
+    eprintln!("{} keys of 1024 bytes parsed in {took:?}", f.n_kv());
+    assert_eq!(f.n_kv(), n);
+    assert!(took < budget, "{n} keys took {took:?}");
 }
 
 #[test]
@@ -824,13 +840,120 @@ proptest! {
         }
     }
 
-    /// Arbitrary bytes behind a valid magic and version never panic.
+    /// Arbitrary bytes behind a valid magic and version never panic: half
+    /// the cases are raw bytes, half have counts within the limits and
+    /// short key/name lengths (then random types, values, dims and
+    /// offsets), so the later checks are reached too
+    /// (`random_files_reach_the_later_checks` shows which).
     #[test]
-    fn arbitrary_bytes_never_panic(tail in proptest::collection::vec(any::<u8>(), 0..512)) {
-        let mut buf = b"GGUF\x03\x00\x00\x00".to_vec();
-        buf.extend_from_slice(&tail);
+    fn arbitrary_bytes_never_panic(buf in arbitrary_file()) {
         if let Ok(f) = File::parse(&buf) {
             exercise(&f);
         }
     }
+}
+
+/// Raw bytes after magic and version, or a file with small counts and
+/// random contents (see [`arbitrary_bytes_never_panic`]).
+fn arbitrary_file() -> impl Strategy<Value = Vec<u8>> {
+    use proptest::collection::vec;
+    let raw = vec(any::<u8>(), 0..512).prop_map(|tail| {
+        let mut buf = b"GGUF\x03\x00\x00\x00".to_vec();
+        buf.extend_from_slice(&tail);
+        buf
+    });
+    // Key: short, mostly ASCII; a type id around the valid ones; value bytes.
+    let kv = (
+        vec(prop_oneof![4 => 0x61u8..0x7b, 1 => any::<u8>()], 0..8),
+        0u32..15,
+        vec(any::<u8>(), 0..24),
+    );
+    // Tensor info: short name, dims, a type id around the known ones, an offset.
+    let info = (
+        vec(0x61u8..0x7b, 0..6),
+        vec(0u64..40, 0..5),
+        prop_oneof![3 => prop::sample::select(vec![0u32, 1, 2, 8, 30]), 1 => 0u32..45],
+        0u64..6,
+    );
+    let structured = (
+        vec(kv, 0..5),
+        vec(info, 0..4),
+        any::<bool>(),
+        vec(any::<u8>(), 0..160),
+    )
+        .prop_map(|(kvs, infos, pad, tail)| {
+            let mut r = Raw::header(3, infos.len() as u64, kvs.len() as u64);
+            for (key, ty, value) in &kvs {
+                r.str(key).u32(*ty);
+                // Arrays: an element type and a small count first.
+                if *ty == 9 {
+                    r.u32(value.first().map_or(4, |&b| u32::from(b % 13)))
+                        .u64(value.len() as u64 / 4);
+                }
+                r.bytes(value);
+            }
+            for (name, ne, ty, off) in &infos {
+                r.info(name, ne, *ty, off * 32);
+            }
+            if pad {
+                r.pad_to(32);
+            }
+            r.bytes(&tail);
+            r.0
+        });
+    prop_oneof![raw, structured]
+}
+
+#[test]
+fn random_files_reach_the_later_checks() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::{Config, TestRng, TestRunner};
+    use std::collections::BTreeSet;
+    let mut runner = TestRunner::new_with_rng(
+        Config::default(),
+        TestRng::from_seed(Default::default(), &[7; 32]),
+    );
+    let strategy = arbitrary_file();
+    let mut seen = BTreeSet::new();
+    let mut ok = 0;
+    for _ in 0..20_000 {
+        let buf = strategy.new_tree(&mut runner).unwrap().current();
+        match File::parse(&buf) {
+            Ok(_) => ok += 1,
+            Err(e) => {
+                let name: String = format!("{e:?}")
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric())
+                    .collect();
+                seen.insert(name);
+            }
+        }
+    }
+    eprintln!("{ok} parsed; errors reached: {seen:?}");
+    assert!(ok > 0, "no random file parsed");
+    for want in [
+        "Truncated",
+        "InvalidValueType",
+        "NestedArray",
+        "DuplicateTensorName",
+        "UnknownTensorType",
+        "TensorOverlap",
+        "DataOutOfBounds",
+    ] {
+        assert!(seen.contains(want), "{want} never reached: {seen:?}");
+    }
+    assert!(
+        seen.len() >= 10,
+        "only {} kinds of error: {seen:?}",
+        seen.len()
+    );
+}
+#[test]
+fn raw_builder_writes_little_endian() {
+    let mut r = Raw::header(3, 0, 1);
+    r.kv_u32(b"k", 0x0102_0304);
+    assert_eq!(&r.0[..8], b"GGUF\x03\x00\x00\x00");
+    assert_eq!(&r.0[r.len() - 4..], &[4, 3, 2, 1]);
+    let f = detllm::gguf::File::parse(&r.0).unwrap();
+    assert_eq!(f.get_u32("k"), Ok(Some(0x0102_0304)));
 }

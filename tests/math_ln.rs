@@ -2,8 +2,8 @@
 //! (ignored, extended) the exhaustive 2^32 sweep.
 #![cfg(feature = "oracle")]
 
-mod math_common;
-use math_common::*;
+mod support;
+use support::math::*;
 
 use detllm::F32;
 

@@ -2,8 +2,8 @@
 //! every RoPE `theta_scale`, and a large random sample of pairs.
 #![cfg(feature = "oracle")]
 
-mod math_common;
-use math_common::*;
+mod support;
+use support::math::*;
 
 use detllm::F32;
 

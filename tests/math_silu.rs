@@ -3,8 +3,8 @@
 //! rounded, no FMA in Rust) around CORE-MATH `expf`.
 #![cfg(feature = "oracle")]
 
-mod math_common;
-use math_common::*;
+mod support;
+use support::math::*;
 
 use detllm::F32;
 use detllm::math::silu;

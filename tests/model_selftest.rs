@@ -1,5 +1,5 @@
 //! The whole-model determinism cases agree across schedules and KV layouts.
-use detllm::model::selftest::{MODEL_SCRATCH_BYTES, sampled, schedule_digests};
+use detllm::selftest::model::{MODEL_SCRATCH_BYTES, sampled, schedule_digests};
 
 #[test]
 fn schedules_and_layouts_agree() {

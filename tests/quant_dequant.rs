@@ -2,12 +2,12 @@
 //! `tests/fixtures/gen_quant_fixture.py`), the LLAMACPP-FACTS vectors from the
 //! real SmolLM2 file, and the formulas against hardware f32 (no FMA: Rust
 //! never contracts) on random blocks.
-mod common;
+mod support;
 
-use common::{Rng, f16_to_f64};
 use detllm::F32;
 use detllm::quant::{GgmlType, QMatrix, dequantize_row};
 use proptest::prelude::*;
+use support::quant::{Rng, f16_to_f64};
 
 fn ty_named(name: &str) -> GgmlType {
     match name {
@@ -51,26 +51,19 @@ fn matches_gguf_py_fixture() {
         dequantize_row(ty, &raw, &mut out).unwrap();
         for (i, (o, w)) in out.iter().zip(&want).enumerate() {
             // NaN payloads differ by design (every NaN is the canonical one).
-            assert_eq!(o.to_bits(), common::canon(*w), "{name} element {i}");
+            assert_eq!(o.to_bits(), support::quant::canon(*w), "{name} element {i}");
         }
         n += 1;
     }
     assert_eq!(n, 36);
 }
 
-const MODEL: &str = "/work/model/SmolLM2-135M-Instruct.Q4_1.gguf";
-
-fn model() -> Option<Vec<u8>> {
-    std::fs::read(MODEL).ok()
-}
-
 #[test]
 fn real_model_facts_vectors() {
-    let Some(bytes) = model() else {
-        eprintln!("SKIP: {MODEL} missing");
+    let Some(bytes) = support::model::bytes() else {
         return;
     };
-    let tensors = common::gguf_tensors(&bytes);
+    let tensors = support::quant::gguf_tensors(&bytes);
     let find = |n: &str| tensors.iter().find(|t| t.0 == n).unwrap().clone();
     // token_embd: Q8_0 [576, 49152] at the data start 1785664, 612 bytes per row.
     let (_, ty, off) = find("token_embd.weight");
@@ -160,7 +153,7 @@ proptest! {
         dequantize_row(ty, &b, &mut out).unwrap();
         let want = hw_dequant(ty, &b);
         for (o, w) in out.iter().zip(want) {
-            prop_assert_eq!(common::canon(o.to_bits()), common::canon(w.to_bits()));
+            prop_assert_eq!(support::quant::canon(o.to_bits()), support::quant::canon(w.to_bits()));
         }
     }
 }

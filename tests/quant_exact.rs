@@ -3,9 +3,8 @@
 //! hardware f64, not the library's integer decoding), the products summed in
 //! `i128`, rounded once by a separately written rounding routine.
 //! Also: the Q8 reference quantizer against hardware f32 arithmetic.
-mod common;
+mod support;
 
-use common::{Rng, f16_finite, f16_scaled, round_2m48, sw};
 use detllm::F32;
 use detllm::quant::GgmlType;
 use detllm::quant::act::{
@@ -13,6 +12,7 @@ use detllm::quant::act::{
 };
 use detllm::quant::dot::dot_row;
 use proptest::prelude::*;
+use support::quant::{Rng, f16_finite, f16_scaled, round_2m48, sw};
 
 /// Weight row → (element values × 2^24 without the Q4_1/Q5_1 min, per-block mins × 2^24, any non-finite scale).
 fn ref_weights(ty: GgmlType, data: &[u8], n: usize) -> (Vec<i128>, Vec<i128>, bool) {

@@ -104,24 +104,88 @@ fn seeded_runs_repeat_and_seeds_differ() {
     assert_ne!(a, run(&mut s, 2));
 }
 
+/// Inverse of `x ^ (x >> k)` on 64 bits.
+fn unxorshift(y: u64, k: u32) -> u64 {
+    let mut x = y;
+    for _ in 0..64 / k {
+        x = y ^ (x >> k);
+    }
+    x
+}
+
+/// The inverse of an odd 64-bit multiplier (Newton's iteration).
+fn inverse(c: u64) -> u64 {
+    let mut inv = c;
+    for _ in 0..6 {
+        inv = inv.wrapping_mul(2u64.wrapping_sub(c.wrapping_mul(inv)));
+    }
+    inv
+}
+
+/// A seed whose first `next_unit()` is exactly `k · 2^-24`: SplitMix64's
+/// output mix inverted (the sampler reads only the top 24 bits, so seeds
+/// `seed_for_unit(0..2^24)` give it every random input it can see, once).
+fn seed_for_unit(k: u32) -> u64 {
+    let out = u64::from(k) << 40;
+    let z = unxorshift(out, 31).wrapping_mul(inverse(0x94D0_49BB_1331_11EB));
+    let z = unxorshift(z, 27).wrapping_mul(inverse(0xBF58_476D_1CE4_E5B9));
+    unxorshift(z, 30).wrapping_sub(0x9E37_79B9_7F4A_7C15)
+}
+
+/// Over every random input the sampler can see (all 2^24 values of
+/// `next_unit()`), how often each token is drawn, against the exact softmax
+/// of the f32 logits (f64 arithmetic, independent of the library): each
+/// token's count may differ from `2^24 · p` by at most `SLACK` values
+/// (probability error ≤ 1e-6). The only inexactness is the sampler's own
+/// f32 rounding of exp, of the running sums and of `u · sum`, each a few
+/// ulps, which moves each boundary by a few of the 2^24 grid points.
+fn exact_frequencies(logits: &[F32], temperature: F32) {
+    const SLACK: f64 = 16.0;
+    let n = logits.len();
+    let mut buf = vec![0u8; 1 << 14];
+    let mut arena = Arena::new(&mut buf);
+    let mut s = Sampler::new(&mut arena, n).unwrap();
+    let p = SamplingParams {
+        temperature,
+        ..SamplingParams::GREEDY
+    };
+    let mut counts = vec![0u64; n];
+    for k in 0..1u32 << 24 {
+        let mut rng = SplitMix64::new(seed_for_unit(k));
+        counts[s.sample(logits, &p, &[], &mut rng).unwrap() as usize] += 1;
+    }
+    let t = f64::from(f32::from_bits(temperature.to_bits()));
+    let l: Vec<f64> = logits
+        .iter()
+        .map(|x| f64::from(f32::from_bits(x.to_bits())) / t)
+        .collect();
+    let max = l.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let sum: f64 = l.iter().map(|x| (x - max).exp()).sum();
+    for (i, &c) in counts.iter().enumerate() {
+        let want = (l[i] - max).exp() / sum * f64::from(1u32 << 24);
+        assert!(
+            (c as f64 - want).abs() <= SLACK,
+            "token {i}: drawn {c} of 2^24 times, softmax says {want:.1} ({counts:?})"
+        );
+    }
+}
+
+#[test]
+fn seed_for_unit_inverts_splitmix64() {
+    for k in [0u32, 1, 2, 0x80_0000, 0xFF_FFFF, 0x12_3456] {
+        let mut rng = SplitMix64::new(seed_for_unit(k));
+        assert_eq!(rng.next_u64(), u64::from(k) << 40);
+    }
+}
+
 #[test]
 fn frequencies_follow_the_softmax() {
     // logits 0 and ln(3) (rounded): token 1 should be drawn ~75% of the time.
-    let mut buf = vec![0u8; 4096];
-    let mut arena = Arena::new(&mut buf);
-    let mut s = Sampler::new(&mut arena, 2).unwrap();
     let ln3 = F32::from_bits(0x3F8C_9F54); // 1.0986123
-    let logits = [F32::ZERO, ln3];
-    let p = SamplingParams {
-        temperature: F32::ONE,
-        ..SamplingParams::GREEDY
-    };
-    let mut rng = SplitMix64::new(42);
-    let n = 20000;
-    let ones = (0..n)
-        .filter(|_| s.sample(&logits, &p, &[], &mut rng).unwrap() == 1)
-        .count();
-    assert!((14_500..15_500).contains(&ones), "{ones}");
+    exact_frequencies(&[F32::ZERO, ln3], F32::ONE);
+    // Five tokens, unsorted, one tie, temperature 0.7.
+    let t = F32::from_bits(0x3F33_3333);
+    exact_frequencies(&[f(1), f(3), F32::HALF, f(3), f(-2)], t);
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! SmolLM2-135M-Instruct end to end: greedy continuations of the reference
-//! prompts (`../shared/reference/smollm2-llamacpp.json`, copied into
-//! `tests/golden/smollm2.json` with our results) through the library.
+//! prompts of `tests/data/smollm2-llamacpp.json` (llama.cpp's prompt ids and
+//! greedy ids; provenance in `tests/data/README.md`) through the library.
 //!
 //! * our ids and digests equal the committed goldens (regenerate with
 //!   `scripts/regen-smollm2-goldens.sh`, i.e. `DETLLM_REGEN=1`);
@@ -9,7 +9,11 @@
 //! * agreement with llama.cpp's greedy ids is reported (not asserted: its
 //!   arithmetic differs, so a divergence after a near-tie is legitimate).
 //!
-//! Skipped with a notice when the model file is absent.
+//! Needs the model: `support::model::path()` fails the test when the run
+//! requires it (`scripts/test.sh`, CI) and otherwise skips with a notice.
+
+mod support;
+
 use detllm::audit::hash_logits;
 use detllm::gguf::File;
 use detllm::kv::{KvType, PagedCache, SeqId};
@@ -23,30 +27,14 @@ use std::path::PathBuf;
 
 const STEPS: usize = 32;
 
-fn model_path() -> Option<PathBuf> {
-    let mut c = Vec::new();
-    if let Some(p) = std::env::var_os("DETLLM_MODEL") {
-        c.push(PathBuf::from(p));
-    }
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")));
-    if let Some(d) = cache {
-        c.push(d.join("detllm/SmolLM2-135M-Instruct.Q4_1.gguf"));
-    }
-    c.into_iter().find(|p| p.exists())
-}
-
 fn golden_path() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden/smollm2.json")
 }
 
+/// llama.cpp's prompt ids and greedy continuations (`tests/data/smollm2-llamacpp.json`).
 fn reference() -> serde_json::Value {
-    let p =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/reference/smollm2-llamacpp.json");
-    let text = std::fs::read_to_string(&p)
-        .or_else(|_| std::fs::read_to_string(golden_path()))
-        .expect("reference JSON");
+    let p = support::model::data_path("smollm2-llamacpp.json");
+    let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
     serde_json::from_str(&text).expect("JSON")
 }
 
@@ -147,8 +135,7 @@ fn run_batch<P: Parallel>(bytes: &[u8], prompts: &[Vec<u32>], par: &P) -> Vec<Ru
 
 #[test]
 fn smollm2_greedy_goldens_batching_and_threads() {
-    let Some(path) = model_path() else {
-        eprintln!("SKIP: SmolLM2 model not found (run scripts/fetch-model.sh)");
+    let Some(path) = support::model::path() else {
         return;
     };
     let bytes = std::fs::read(&path).unwrap();

@@ -3,33 +3,18 @@
 //! private-use codepoints, special-token texts with `parse_special` on and
 //! off) tokenized by llama.cpp itself: `tests/data/tokenizer_llamacpp.tsv`,
 //! regenerated with `scripts/tokenizer_golden.py` (see its docs). Every id
-//! must match. Skips (with a notice) when the model file is absent.
+//! must match. Needs the model (see `tests/support/model.rs` for when a
+//! missing model fails the test and when it only skips it).
 //!
 //! EXTENDED: `DETLLM_TOKENIZER_GOLDEN=FILE cargo test --release --features std
 //! --test tokenizer_golden -- --nocapture` compares any file of the same format.
+
+mod support;
 
 use detllm::Arena;
 use detllm::gguf::File;
 use detllm::tokenizer::{EncodeOptions, Tokenizer, Workspace};
 use std::path::PathBuf;
-
-const MODEL_NAME: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
-
-fn model_path() -> Option<PathBuf> {
-    let mut cands = Vec::new();
-    if let Some(p) = std::env::var_os("DETLLM_MODEL") {
-        cands.push(PathBuf::from(p));
-    }
-    cands.push(PathBuf::from("/work/model").join(MODEL_NAME));
-    let cache = match std::env::var_os("XDG_CACHE_HOME") {
-        Some(x) if !x.is_empty() => Some(PathBuf::from(x)),
-        _ => std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")),
-    };
-    if let Some(c) = cache {
-        cands.push(c.join("detllm").join(MODEL_NAME));
-    }
-    cands.into_iter().find(|p| p.is_file())
-}
 
 fn unhex(s: &str) -> Vec<u8> {
     (0..s.len())
@@ -40,8 +25,7 @@ fn unhex(s: &str) -> Vec<u8> {
 
 #[test]
 fn random_texts_match_llama_cpp() {
-    let Some(path) = model_path() else {
-        eprintln!("NOTICE: {MODEL_NAME} not found; skipping llama.cpp golden comparison");
+    let Some(path) = support::model::path() else {
         return;
     };
     let bytes = std::fs::read(path).unwrap();
@@ -52,9 +36,9 @@ fn random_texts_match_llama_cpp() {
 
     // EXTENDED: `DETLLM_TOKENIZER_GOLDEN=FILE` compares another file of the same format.
     let extended = std::env::var_os("DETLLM_TOKENIZER_GOLDEN").map(PathBuf::from);
-    let golden_path = extended.clone().unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/tokenizer_llamacpp.tsv")
-    });
+    let golden_path = extended
+        .clone()
+        .unwrap_or_else(|| support::model::data_path("tokenizer_llamacpp.tsv"));
     let golden = std::fs::read_to_string(golden_path).unwrap();
     const MAX: usize = 4096;
     let mut wmem = vec![0u8; Workspace::bytes_required(MAX).unwrap()];

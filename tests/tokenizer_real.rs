@@ -2,48 +2,29 @@
 //! llama.cpp's own token ids.
 //!
 //! Golden ids: `PROBES` / `PROMPTS` are copied from
-//! `shared/reference/smollm2-llamacpp.json` (produced by llama.cpp via
-//! `shared/tools/llamacpp_ref.py MODEL OUT.json`); `FACTS` are the test
+//! `tests/data/smollm2-llamacpp.json` (llama.cpp's tokenizer through
+//! llama-cpp-python; provenance in `tests/data/README.md`); `FACTS` are the test
 //! vectors of LLAMACPP-FACTS.md §6. They are an independent implementation's
 //! output, so these tests can fail.
 //!
-//! The model is looked up at `$DETLLM_MODEL`, `/work/model/…`, then
-//! `${XDG_CACHE_HOME:-$HOME/.cache}/detllm/SmolLM2-135M-Instruct.Q4_1.gguf`;
-//! if it is absent every test prints a notice and passes vacuously.
+//! The model is found by `support::model::path()` (the rule of
+//! `scripts/fetch-model.sh`); if it is absent every test fails when the run
+//! requires the model (`scripts/test.sh`, CI) and otherwise skips with a
+//! notice.
+
+mod support;
 
 use detllm::gguf::File;
 use detllm::tokenizer::{EncodeOptions, Message, StreamDecoder, Tokenizer, Workspace, chat};
 use detllm::{Arena, Error};
 use proptest::prelude::*;
-use std::path::PathBuf;
 use std::sync::OnceLock;
-
-const MODEL_NAME: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
-
-fn model_path() -> Option<PathBuf> {
-    let mut cands = Vec::new();
-    if let Some(p) = std::env::var_os("DETLLM_MODEL") {
-        cands.push(PathBuf::from(p));
-    }
-    cands.push(PathBuf::from("/work/model").join(MODEL_NAME));
-    let cache = match std::env::var_os("XDG_CACHE_HOME") {
-        Some(x) if !x.is_empty() => Some(PathBuf::from(x)),
-        _ => std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")),
-    };
-    if let Some(c) = cache {
-        cands.push(c.join("detllm").join(MODEL_NAME));
-    }
-    cands.into_iter().find(|p| p.is_file())
-}
 
 /// The tokenizer of the real model (built once; memory leaked for `'static`).
 fn tok() -> Option<&'static Tokenizer<'static>> {
     static TOK: OnceLock<Option<Tokenizer<'static>>> = OnceLock::new();
     TOK.get_or_init(|| {
-        let Some(path) = model_path() else {
-            eprintln!("NOTICE: {MODEL_NAME} not found; skipping real-vocabulary tokenizer tests");
-            return None;
-        };
+        let path = support::model::path()?;
         let bytes: &'static [u8] = Box::leak(std::fs::read(path).unwrap().into_boxed_slice());
         let file = File::parse(bytes).unwrap();
         let need = Tokenizer::bytes_required_gguf(&file).unwrap();
@@ -76,7 +57,7 @@ fn decode_stream(t: &Tokenizer<'_>, ids: &[u32], special: bool) -> String {
     s
 }
 
-/// `tokenize` probes of shared/reference/smollm2-llamacpp.json (llama.cpp, special = true, no BOS).
+/// `tokenize` probes of tests/data/smollm2-llamacpp.json (llama.cpp, special = true, no BOS).
 const PROBES: &[(&str, &[u32])] = &[
     ("Hello, world!", &[19556, 28, 905, 17]),
     (

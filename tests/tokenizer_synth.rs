@@ -185,12 +185,12 @@ fn bpe_pre_tokenizers() {
     let mut src = bpe_vocab().source("gpt2", Some("llama3"));
     assert!(matches!(
         build(&src),
-        Err(Error::Tokenizer(TokenizerError::UnsupportedPre))
+        Err(Error::Tokenizer(TokenizerError::UnsupportedPre { .. }))
     ));
     src.pre = None;
     assert!(matches!(
         build(&src),
-        Err(Error::Tokenizer(TokenizerError::UnsupportedPre))
+        Err(Error::Tokenizer(TokenizerError::UnsupportedPre { .. }))
     ));
 }
 
@@ -276,7 +276,7 @@ fn malformed_vocabularies_are_errors() {
     src.model = "bert";
     assert!(matches!(
         build(&src),
-        Err(Error::Tokenizer(TokenizerError::UnsupportedModel))
+        Err(Error::Tokenizer(TokenizerError::UnsupportedModel { .. }))
     ));
     // token_type array of the wrong length.
     let mut src = bpe_vocab().source("gpt2", Some("gpt-2"));

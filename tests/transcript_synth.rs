@@ -13,8 +13,8 @@
 //! Regenerate (after an intended change to the profile or the chain):
 //! `scripts/regen-transcript.sh`.
 
-use detllm::model::selftest::{SAMPLED_PARAMS, SAMPLED_TOKENS, sampled_prompt, sampled_steps};
 use detllm::model::synth::{SynthSpec, synth_vec};
+use detllm::selftest::model::{SAMPLED_PARAMS, SAMPLED_TOKENS, sampled_prompt, sampled_steps};
 use detllm::selftest::{Hex, SCRATCH_BYTES};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};

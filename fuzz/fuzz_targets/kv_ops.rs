@@ -2,7 +2,7 @@
 //! an operation schedule (8 bytes per op: new, append, multi-sequence step,
 //! half-done step, fork, free, truncate, misuse with stale handles and bad
 //! positions), applied to both caches in lockstep with the reference model of
-//! `tests/kv_support/mod.rs`. Any mismatch of contents, lengths, rooms, free
+//! `tests/support/kv.rs`. Any mismatch of contents, lengths, rooms, free
 //! pages, error variants, a failing call that changes state, a write into a
 //! shared page, a failed audit or a leaked page after freeing everything
 //! panics (a crash).
@@ -10,7 +10,7 @@
 
 use libfuzzer_sys::fuzz_target;
 
-#[path = "../../tests/kv_support/mod.rs"]
+#[path = "../../tests/support/kv.rs"]
 mod kv_support;
 
 /// Longest schedule run per input (bounded work).

@@ -50,7 +50,7 @@ pub fn add_try(a: F32, b: F32) -> (F32, bool) {
     let same = (x ^ y) & SIGN_MASK == 0;
     let (m, e) = if same { (m_add, e_add) } else { (m_sub, e_sub) };
     let ok = normal & (same | sub_ok);
-    (round3(m, e, big & SIGN_MASK), ok)
+    (round_grs_and_pack(m, e, big & SIGN_MASK), ok)
 }
 
 /// [`add_try`]'s same-sign half alone: `(a + b, true)` when both operands
@@ -65,7 +65,7 @@ pub fn add_same_sign_try(a: F32, b: F32) -> (F32, bool) {
     let ok = is_normal_mag(ax) & is_normal_mag(ay) & ((x ^ y) & SIGN_MASK == 0);
     let (eb, mb, ms) = aligned(ax, ay);
     let (m, e) = add_aligned(eb, mb, ms);
-    (round3(m, e, x & SIGN_MASK), ok)
+    (round_grs_and_pack(m, e, x & SIGN_MASK), ok)
 }
 
 /// `s = +0; s = s + t` for each term left to right: the same bits as that
@@ -75,7 +75,7 @@ pub fn add_same_sign_try(a: F32, b: F32) -> (F32, bool) {
 /// and one rounding, and `e` changes only in a rarely taken branch, so the
 /// chain from one step to the next is a few integer operations. Anything
 /// else takes one step of `+`.
-pub(crate) fn sum_left(terms: &[F32]) -> F32 {
+pub(crate) fn sum_left_to_right(terms: &[F32]) -> F32 {
     let pos_normal = |x: u32| is_normal_mag(x) & (x & SIGN_MASK == 0);
     let mut s = F32::ZERO;
     let mut i = 0;
@@ -121,7 +121,7 @@ pub(crate) fn sum_left(terms: &[F32]) -> F32 {
             }
         }
         s = if e >= 255 {
-            F32(EXP_MASK) // overflowed to +∞ (`round3`)
+            F32(EXP_MASK) // overflowed to +∞ (`round_grs_and_pack`)
         } else {
             F32((e << 23) | ((m3 >> 3) & SIG_MASK))
         };
@@ -154,10 +154,11 @@ fn add_aligned(eb: u32, mb: u32, ms: u32) -> (u32, u32) {
     ((sum >> carry) | (sum & carry), eb + carry)
 }
 
-/// `m` in `[2^26, 2^27)` with three extra bits and exponent field `e` in
-/// `1..=255`, rounded to nearest even; exponent overflow gives ∞.
+/// `m` in `[2^26, 2^27)` with three extra bits (guard, round, sticky) and
+/// exponent field `e` in `1..=255`, rounded to nearest even at those bits
+/// and packed with `sign`; exponent overflow gives ∞.
 #[inline(always)]
-fn round3(m: u32, e: u32, sign: u32) -> F32 {
+fn round_grs_and_pack(m: u32, e: u32, sign: u32) -> F32 {
     let m = (m + 3 + ((m >> 3) & 1)) >> 3;
     let r = (e.wrapping_sub(1) << 23).wrapping_add(m);
     F32(r.min(EXP_MASK) | sign)
@@ -236,7 +237,7 @@ mod tests {
     /// sign, with the bits of `+` (checked against the general path too),
     /// and declines everything else: random bit patterns, like-signed pairs
     /// with every exponent distance (sticky and carry cases), sums that
-    /// `sum_left` is the loop `s = s + t` from +0, bit for bit, on rows of
+    /// `sum_left_to_right` is the loop `s = s + t` from +0, bit for bit, on rows of
     /// squares-like terms (positive, exponents spread so that sums carry,
     /// round up into the next binade and overflow to ∞) mixed with zeros,
     /// subnormals, negatives, ∞ and NaN.
@@ -264,16 +265,19 @@ mod tests {
             for &t in &terms[..n] {
                 want = want + t;
             }
-            let got = sum_left(&terms[..n]);
+            let got = sum_left_to_right(&terms[..n]);
             let canon = |x: F32| if x.is_nan() { 0x7FC0_0000 } else { x.0 };
             assert_eq!(canon(got), canon(want), "round {round}");
         }
         // A rounding that carries into the next binade ends the run:
         // (2 - 2^-23) + 1.5·2^-24 = 2; and the largest finite doubled.
         let two = F32(0x4000_0000);
-        assert_eq!(sum_left(&[F32(0x3FFF_FFFF), F32(0x33C0_0000)]), two);
+        assert_eq!(
+            sum_left_to_right(&[F32(0x3FFF_FFFF), F32(0x33C0_0000)]),
+            two
+        );
         let max = F32(0x7F7F_FFFF);
-        assert_eq!(sum_left(&[max, max]), F32::INFINITY);
+        assert_eq!(sum_left_to_right(&[max, max]), F32::INFINITY);
     }
 
     /// overflow to ∞, and unlike signs, zeros, subnormals, ∞ and NaN.

@@ -16,18 +16,18 @@ impl F32 {
         if self.is_zero() && other.is_zero() {
             return Some(Ordering::Equal);
         }
-        Some(self.key().cmp(&other.key()))
+        Some(self.total_order_key().cmp(&other.total_order_key()))
     }
 
     /// IEEE-754 `totalOrder`: -NaN < -∞ < … < -0 < +0 < … < +∞ < +NaN.
     #[inline]
     pub fn total_cmp(self, other: F32) -> Ordering {
-        self.key().cmp(&other.key())
+        self.total_order_key().cmp(&other.total_order_key())
     }
 
     /// Bits mapped to an `i32` whose order is `totalOrder`.
     #[inline]
-    fn key(self) -> i32 {
+    fn total_order_key(self) -> i32 {
         let b = self.0 as i32;
         b ^ ((((b >> 31) as u32) >> 1) as i32)
     }

@@ -14,7 +14,7 @@ mod mul;
 mod pack;
 mod sqrt;
 
-pub(crate) use add::{add_same_sign_try, add_try, sum_left};
+pub(crate) use add::{add_same_sign_try, add_try, sum_left_to_right};
 pub use convert::{BF16_NAN, F16_NAN};
 pub(crate) use mul::mul_try;
 pub use pack::round_pack;

@@ -276,22 +276,64 @@ impl fmt::Display for Limit {
 impl fmt::Display for GgufError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         use GgufError as E;
+        // One helper per part of the file the error is about.
+        match *self {
+            E::Truncated { .. }
+            | E::BadMagic { .. }
+            | E::UnsupportedVersion { .. }
+            | E::ByteSwapped { .. }
+            | E::NegativeCount { .. }
+            | E::CountExceedsData { .. }
+            | E::LimitExceeded { .. } => self.fmt_header(f),
+            E::StringTooLong { .. }
+            | E::ArrayTooLong { .. }
+            | E::InvalidValueType { .. }
+            | E::NestedArray { .. }
+            | E::EmptyKey { .. }
+            | E::InvalidUtf8Key { .. }
+            | E::DuplicateKey { .. }
+            | E::AlignmentType { .. }
+            | E::BadAlignment { .. } => self.fmt_metadata(f),
+            E::TensorNameTooLong { .. }
+            | E::InvalidUtf8TensorName { .. }
+            | E::DuplicateTensorName { .. }
+            | E::TooManyDims { .. }
+            | E::NegativeDim { .. }
+            | E::ElementCountOverflow { .. }
+            | E::ByteSizeOverflow { .. }
+            | E::UnknownTensorType { .. }
+            | E::UnsupportedTensorType { .. }
+            | E::RowNotBlockMultiple { .. } => self.fmt_tensor_info(f),
+            E::MisalignedTensor { .. }
+            | E::TensorOverlap { .. }
+            | E::TensorGap { .. }
+            | E::DataOutOfBounds { .. } => self.fmt_tensor_data(f),
+            E::WrongType { .. } | E::ValueOutOfRange { .. } | E::InvalidUtf8 { .. } => {
+                self.fmt_value(f)
+            }
+        }
+    }
+}
+
+impl GgufError {
+    /// The fixed header, the counts and the reader's bounds.
+    fn fmt_header(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use GgufError as E;
         match *self {
             E::Truncated { offset, needed } => write!(
                 f,
                 "file truncated: {needed} bytes needed at offset {offset}"
             ),
-            E::BadMagic { found } => write!(
+            E::BadMagic {
+                found: [a, b, c, d],
+            } => write!(
                 f,
-                "bad magic {:02x} {:02x} {:02x} {:02x} at offset 0 (expected 47 47 55 46 \"GGUF\")",
-                found[0], found[1], found[2], found[3]
+                "bad magic {a:02x} {b:02x} {c:02x} {d:02x} at offset 0 (expected 47 47 55 46 \"GGUF\")"
             ),
-            E::UnsupportedVersion { version } => {
-                write!(
-                    f,
-                    "unsupported GGUF version {version} at offset 4 (need 2 or 3)"
-                )
-            }
+            E::UnsupportedVersion { version } => write!(
+                f,
+                "unsupported GGUF version {version} at offset 4 (need 2 or 3)"
+            ),
             E::ByteSwapped { version } => write!(
                 f,
                 "big-endian GGUF (version field {version:#010x} at offset 4) is not supported"
@@ -314,6 +356,14 @@ impl fmt::Display for GgufError {
                 f,
                 "{limit} {value} at offset {offset} exceeds the limit {max}"
             ),
+            _ => fmt::Debug::fmt(self, f), // routed elsewhere by `fmt`
+        }
+    }
+
+    /// The key/value pairs: their encoding, keys and `general.alignment`.
+    fn fmt_metadata(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use GgufError as E;
+        match *self {
             E::StringTooLong {
                 offset,
                 len,
@@ -330,10 +380,14 @@ impl fmt::Display for GgufError {
                 f,
                 "array of {len} elements at offset {offset} exceeds the {remaining} bytes that follow"
             ),
-            E::InvalidValueType { offset, type_id } => {
-                write!(f, "invalid value type {type_id} at offset {offset}")
-            }
-            E::NestedArray { offset } => write!(f, "nested array at offset {offset}"),
+            E::InvalidValueType { offset, type_id } => write!(
+                f,
+                "invalid value type {type_id} at offset {offset} (valid: 0 to 12)"
+            ),
+            E::NestedArray { offset } => write!(
+                f,
+                "array of arrays at offset {offset} (not supported, as in llama.cpp)"
+            ),
             E::EmptyKey { index } => write!(f, "empty key in key/value pair {index}"),
             E::InvalidUtf8Key { index } => {
                 write!(f, "key of key/value pair {index} is not valid UTF-8")
@@ -349,6 +403,14 @@ impl fmt::Display for GgufError {
                 f,
                 "general.alignment {alignment} is not a nonzero power of two"
             ),
+            _ => fmt::Debug::fmt(self, f), // routed elsewhere by `fmt`
+        }
+    }
+
+    /// One tensor info: name, dimensions, type.
+    fn fmt_tensor_info(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use GgufError as E;
+        match *self {
             E::TensorNameTooLong { index, len } => {
                 write!(f, "tensor {index}: name of {len} bytes (max 63)")
             }
@@ -371,7 +433,8 @@ impl fmt::Display for GgufError {
             }
             E::UnsupportedTensorType { index, type_id } => write!(
                 f,
-                "tensor {index}: ggml type {type_id} is not supported by detllm"
+                "tensor {index}: ggml type {} ({type_id}) is not supported by detllm",
+                super::ggml_type_name(type_id).unwrap_or("unknown")
             ),
             E::RowNotBlockMultiple {
                 index,
@@ -381,6 +444,14 @@ impl fmt::Display for GgufError {
                 f,
                 "tensor {index}: ne[0] = {ne0} is not a multiple of the block size {block_size}"
             ),
+            _ => fmt::Debug::fmt(self, f), // routed elsewhere by `fmt`
+        }
+    }
+
+    /// Where one tensor's data lies in the data section.
+    fn fmt_tensor_data(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use GgufError as E;
+        match *self {
             E::MisalignedTensor {
                 index,
                 offset,
@@ -413,6 +484,14 @@ impl fmt::Display for GgufError {
                 f,
                 "tensor {index}: data ends at {end}, past the end of the file ({file_len} bytes)"
             ),
+            _ => fmt::Debug::fmt(self, f), // routed elsewhere by `fmt`
+        }
+    }
+
+    /// A value read through a typed accessor after parsing.
+    fn fmt_value(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use GgufError as E;
+        match *self {
             E::WrongType {
                 offset,
                 expected,
@@ -421,12 +500,14 @@ impl fmt::Display for GgufError {
                 f,
                 "value at offset {offset} has type {found}, expected {expected}"
             ),
-            E::ValueOutOfRange { offset } => {
-                write!(f, "integer value at offset {offset} is out of range")
-            }
+            E::ValueOutOfRange { offset } => write!(
+                f,
+                "integer value at offset {offset} does not fit the type asked for"
+            ),
             E::InvalidUtf8 { offset } => {
                 write!(f, "string at offset {offset} is not valid UTF-8")
             }
+            _ => fmt::Debug::fmt(self, f), // routed elsewhere by `fmt`
         }
     }
 }

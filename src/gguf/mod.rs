@@ -146,113 +146,136 @@ fn read_count(
     Ok(count as usize)
 }
 
+/// The header: magic, version (2 or 3), `(version, n_tensors, n_kv)`.
+fn read_header(cur: &mut Cursor<'_>) -> Result<(u32, usize, usize), GgufError> {
+    let magic = cur.take(4)?;
+    if magic != MAGIC {
+        let found = <[u8; 4]>::try_from(magic).unwrap_or([0; 4]);
+        return Err(GgufError::BadMagic { found });
+    }
+    let version = cur.u32()?;
+    match version {
+        2 | 3 => {}
+        v if matches!(v.swap_bytes(), 1..=3) => {
+            return Err(GgufError::ByteSwapped { version });
+        }
+        _ => return Err(GgufError::UnsupportedVersion { version }),
+    }
+    let n_tensors = read_count(cur, Limit::TensorCount, limits::MAX_TENSORS, MIN_INFO_BYTES)?;
+    let n_kv = read_count(cur, Limit::KvCount, limits::MAX_KV, MIN_KV_BYTES)?;
+    Ok((version, n_tensors, n_kv))
+}
+
+/// The `n_kv` key/value pairs: every key valid and unique, every value
+/// well-formed; returns `general.alignment` (a power of two) or the default.
+fn read_metadata(bytes: &[u8], cur: &mut Cursor<'_>, n_kv: usize) -> Result<u32, GgufError> {
+    let mut key_pos = [0u32; limits::MAX_KV];
+    let mut alignment = DEFAULT_ALIGNMENT;
+    for (index, i) in (0u32..).zip(0..n_kv) {
+        let pos = cur.pos();
+        let key = read_str(cur)?;
+        check_key(bytes, key, pos, index, key_pos.get(..i).unwrap_or(&[]))?;
+        if let Some(slot) = key_pos.get_mut(i) {
+            // `check_key` verified that `pos` fits a u32.
+            *slot = u32::try_from(pos).unwrap_or(u32::MAX);
+        }
+        let ty = read_value_type(cur)?;
+        let value = read_value(ty, cur)?;
+        if key == ALIGNMENT_KEY.as_bytes() {
+            let Value::U32(a) = value else {
+                return Err(GgufError::AlignmentType { index, found: ty });
+            };
+            if !a.is_power_of_two() {
+                return Err(GgufError::BadAlignment { alignment: a });
+            }
+            alignment = a;
+        }
+    }
+    Ok(alignment)
+}
+
+/// The `n_tensors` tensor infos: each valid, names unique, offsets aligned
+/// and packed exactly in order (no overlap, no gap).
+fn check_tensor_packing(
+    bytes: &[u8],
+    cur: &mut Cursor<'_>,
+    n_tensors: usize,
+    alignment: u32,
+) -> Result<(), GgufError> {
+    let infos_start = cur.pos();
+    let mut expected = 0u64;
+    for (index, _) in (0u32..).zip(0..n_tensors) {
+        let info = read_info(cur, index)?;
+        check_name_unique(bytes, infos_start, info.name, index)?;
+        let offset = info.offset;
+        if !offset.is_multiple_of(u64::from(alignment)) {
+            return Err(GgufError::MisalignedTensor {
+                index,
+                offset,
+                alignment,
+            });
+        }
+        if offset < expected {
+            return Err(GgufError::TensorOverlap {
+                index,
+                offset,
+                expected,
+            });
+        }
+        if offset > expected {
+            return Err(GgufError::TensorGap {
+                index,
+                offset,
+                expected,
+            });
+        }
+        expected = offset
+            .checked_add(info.n_bytes)
+            .and_then(|end| pad(end, alignment))
+            .ok_or(GgufError::ByteSizeOverflow { index })?;
+    }
+    Ok(())
+}
+
+/// Every tensor's data (infos from `infos_start`, data from `data_offset`)
+/// lies inside the file.
+fn check_data_in_file(
+    bytes: &[u8],
+    infos_start: usize,
+    n_tensors: usize,
+    data_offset: u64,
+) -> Result<(), GgufError> {
+    let file_len = u64_of(bytes.len());
+    let mut walk = Cursor::at(bytes, infos_start);
+    for (index, _) in (0u32..).zip(0..n_tensors) {
+        let info = read_info(&mut walk, index)?;
+        let end = data_offset
+            .checked_add(info.offset)
+            .and_then(|s| s.checked_add(info.n_bytes))
+            .ok_or(GgufError::ByteSizeOverflow { index })?;
+        if end > file_len {
+            return Err(GgufError::DataOutOfBounds {
+                index,
+                end,
+                file_len,
+            });
+        }
+    }
+    Ok(())
+}
+
 impl<'a> File<'a> {
     /// Parse and validate a whole GGUF file (see the module docs for every
     /// check). Borrows `bytes`; allocates nothing.
     pub fn parse(bytes: &'a [u8]) -> Result<File<'a>, GgufError> {
         let mut cur = Cursor::at(bytes, 0);
-
-        // Header.
-        let magic = cur.take(4)?;
-        if magic != MAGIC {
-            let found = <[u8; 4]>::try_from(magic).unwrap_or([0; 4]);
-            return Err(GgufError::BadMagic { found });
-        }
-        let version = cur.u32()?;
-        match version {
-            2 | 3 => {}
-            v if matches!(v.swap_bytes(), 1..=3) => {
-                return Err(GgufError::ByteSwapped { version });
-            }
-            _ => return Err(GgufError::UnsupportedVersion { version }),
-        }
-        let n_tensors = read_count(
-            &mut cur,
-            Limit::TensorCount,
-            limits::MAX_TENSORS,
-            MIN_INFO_BYTES,
-        )?;
-        let n_kv = read_count(&mut cur, Limit::KvCount, limits::MAX_KV, MIN_KV_BYTES)?;
-
-        // Key/value pairs.
-        let mut key_pos = [0u32; limits::MAX_KV];
-        let mut alignment = DEFAULT_ALIGNMENT;
-        for (index, i) in (0u32..).zip(0..n_kv) {
-            let pos = cur.pos();
-            let key = read_str(&mut cur)?;
-            check_key(bytes, key, pos, index, key_pos.get(..i).unwrap_or(&[]))?;
-            if let Some(slot) = key_pos.get_mut(i) {
-                // `check_key` verified that `pos` fits a u32.
-                *slot = u32::try_from(pos).unwrap_or(u32::MAX);
-            }
-            let ty = read_value_type(&mut cur)?;
-            let value = read_value(ty, &mut cur)?;
-            if key == ALIGNMENT_KEY.as_bytes() {
-                let Value::U32(a) = value else {
-                    return Err(GgufError::AlignmentType { index, found: ty });
-                };
-                if !a.is_power_of_two() {
-                    return Err(GgufError::BadAlignment { alignment: a });
-                }
-                alignment = a;
-            }
-        }
-
-        // Tensor infos: validate each, reject duplicate names, and check the
-        // offsets are packed exactly.
+        let (version, n_tensors, n_kv) = read_header(&mut cur)?;
+        let alignment = read_metadata(bytes, &mut cur, n_kv)?;
         let infos_start = cur.pos();
-        let mut expected = 0u64;
-        for (index, _) in (0u32..).zip(0..n_tensors) {
-            let info = read_info(&mut cur, index)?;
-            check_name_unique(bytes, infos_start, info.name, index)?;
-            if !info.offset.is_multiple_of(u64::from(alignment)) {
-                return Err(GgufError::MisalignedTensor {
-                    index,
-                    offset: info.offset,
-                    alignment,
-                });
-            }
-            if info.offset < expected {
-                return Err(GgufError::TensorOverlap {
-                    index,
-                    offset: info.offset,
-                    expected,
-                });
-            }
-            if info.offset > expected {
-                return Err(GgufError::TensorGap {
-                    index,
-                    offset: info.offset,
-                    expected,
-                });
-            }
-            expected = info
-                .offset
-                .checked_add(info.n_bytes)
-                .and_then(|end| pad(end, alignment))
-                .ok_or(GgufError::ByteSizeOverflow { index })?;
-        }
-
-        // Data section: every tensor inside the file.
+        check_tensor_packing(bytes, &mut cur, n_tensors, alignment)?;
         let data_offset =
             pad(u64_of(cur.pos()), alignment).ok_or(GgufError::ByteSizeOverflow { index: 0 })?;
-        let file_len = u64_of(bytes.len());
-        let mut walk = Cursor::at(bytes, infos_start);
-        for (index, _) in (0u32..).zip(0..n_tensors) {
-            let info = read_info(&mut walk, index)?;
-            let end = data_offset
-                .checked_add(info.offset)
-                .and_then(|s| s.checked_add(info.n_bytes))
-                .ok_or(GgufError::ByteSizeOverflow { index })?;
-            if end > file_len {
-                return Err(GgufError::DataOutOfBounds {
-                    index,
-                    end,
-                    file_len,
-                });
-            }
-        }
-
+        check_data_in_file(bytes, infos_start, n_tensors, data_offset)?;
         Ok(File {
             bytes,
             version,

@@ -2,7 +2,7 @@
 //!
 //! Per head `h` (kv head `h / (n_head / n_kv_head)`, llama.cpp's GQA mapping):
 //! `scores_t = q_h · k_t` for `t < n_ctx`, `p = softmax(scores, scale)`
-//! ([`super::softmax`]), `out_h[d] = Σ_t p_t · v_t[d]`.
+//! ([`super::softmax()`]), `out_h[d] = Σ_t p_t · v_t[d]`.
 //!
 //! * F16 cache (llama.cpp's default, non-flash path): `q_h` and `p` are
 //!   rounded to binary16 first (as ggml does for an F16 `mul_mat` operand),
@@ -14,7 +14,7 @@
 //! `n_kv_head·head_dim` elements; this is checked before anything is written.
 
 use super::softmax;
-use crate::kv::{KvRead, KvSlice};
+use crate::kv::{KvRead, KvSlice, KvType};
 use crate::quant::dot::{F16_FLUSH, f16_split};
 use crate::quant::fixed::{ExactAcc, f16_nonfinite};
 use crate::{Error, F32, Result};
@@ -22,7 +22,33 @@ use crate::{Error, F32, Result};
 /// Largest head dimension the f16 path holds on the stack.
 pub const MAX_HEAD_DIM: usize = 256;
 
+/// A cached row read by an f16 path is F32 (checked up front by
+/// [`attention`]; its helpers check again).
+const F16_EXPECTED: Error = Error::KvTypeMismatch {
+    expected: KvType::F16,
+};
+/// A cached row read by the f32 path is F16.
+const F32_EXPECTED: Error = Error::KvTypeMismatch {
+    expected: KvType::F32,
+};
+
+/// A cached row of `len` elements, shorter than the `end` its head needs.
+#[inline(always)]
+const fn short_row(end: usize, len: usize) -> Error {
+    Error::ShapeMismatch {
+        expected: end,
+        found: len,
+    }
+}
+
 /// Causal GQA attention of one token's query over positions `0..n_ctx`.
+///
+/// Errors (nothing written): `InvalidHeads` unless `n_kv_head` divides
+/// `n_head` and both and `head_dim` are non-zero; `ShapeMismatch` for `q` or
+/// `out` not `n_head · head_dim`, `head_dim` above [`MAX_HEAD_DIM`] or a
+/// cached row shorter than `n_kv_head · head_dim`; `BufferTooSmall` for
+/// fewer than `n_ctx` scores; `KvTypeMismatch` when K and V rows are not
+/// all of one type (`expected`: the first row's).
 #[allow(clippy::too_many_arguments)]
 pub fn attention<K: KvRead + ?Sized>(
     q: &[F32],
@@ -40,7 +66,11 @@ pub fn attention<K: KvRead + ?Sized>(
     super::check_len(q_len, q.len())?;
     super::check_len(q_len, out.len())?;
     if n_kv_head == 0 || n_head == 0 || !n_head.is_multiple_of(n_kv_head) || head_dim == 0 {
-        return Err(Error::InvalidConfig);
+        return Err(Error::InvalidHeads {
+            n_head,
+            n_kv_head,
+            head_dim,
+        });
     }
     if head_dim > MAX_HEAD_DIM {
         return Err(Error::ShapeMismatch {
@@ -69,7 +99,8 @@ pub fn attention<K: KvRead + ?Sized>(
                 });
             }
             if *f16.get_or_insert(is16) != is16 {
-                return Err(Error::InvalidConfig);
+                let expected = if is16 { KvType::F32 } else { KvType::F16 };
+                return Err(Error::KvTypeMismatch { expected });
             }
         }
     }
@@ -156,9 +187,9 @@ fn group_f16<K: KvRead + ?Sized>(
     let mut n_miss = 0;
     for t in (0..n_ctx).filter(|_| q_fits) {
         let KvSlice::F16(k) = kv.k(t) else {
-            return Err(Error::InvalidConfig);
+            return Err(F16_EXPECTED);
         };
-        let k = k.get(k0..k0 + hd).ok_or(Error::InvalidConfig)?;
+        let k = k.get(k0..k0 + hd).ok_or(short_row(k0 + hd, k.len()))?;
         let mut dots = [0i64; MAX_GROUP];
         let Some((k_base, k_bad)) = (fns.qk)(k, qx, &mut x, &mut dots[..group]) else {
             if let Some(m) = miss.get_mut(n_miss) {
@@ -205,20 +236,35 @@ pub(crate) fn pv_group<K: KvRead + ?Sized>(
     scores: &[F32],
     og: &mut [F32],
 ) -> Result<()> {
-    if group > MAX_GROUP
-        || hd > MAX_HEAD_DIM
-        || scores.len() < group * n_ctx
-        || og.len() != group * hd
-    {
-        return Err(Error::InvalidConfig);
+    if group > MAX_GROUP {
+        return Err(Error::InvalidHeads {
+            n_head: group,
+            n_kv_head: 1,
+            head_dim: hd,
+        });
     }
+    if hd > MAX_HEAD_DIM {
+        return Err(Error::ShapeMismatch {
+            expected: MAX_HEAD_DIM,
+            found: hd,
+        });
+    }
+    if scores.len() < group * n_ctx {
+        return Err(Error::BufferTooSmall {
+            needed: group * n_ctx,
+            available: scores.len(),
+        });
+    }
+    super::check_len(group * hd, og.len())?;
     let fns = row_fns();
     let mut v_max = 0;
     for t in 0..n_ctx {
         let KvSlice::F16(v) = kv.v(t) else {
-            return Err(Error::InvalidConfig);
+            return Err(F16_EXPECTED);
         };
-        v_max = v_max.max(max_sh(v.get(k0..k0 + hd).ok_or(Error::InvalidConfig)?));
+        v_max = v_max.max(max_sh(
+            v.get(k0..k0 + hd).ok_or(short_row(k0 + hd, v.len()))?,
+        ));
     }
     let v_base = v_max.saturating_sub(WIN_V);
     let mut fast = [0i64; MAX_GROUP * MAX_HEAD_DIM];
@@ -229,9 +275,9 @@ pub(crate) fn pv_group<K: KvRead + ?Sized>(
     let mut missed = false;
     for t in 0..n_ctx {
         let KvSlice::F16(v) = kv.v(t) else {
-            return Err(Error::InvalidConfig);
+            return Err(F16_EXPECTED);
         };
-        let v = v.get(k0..k0 + hd).ok_or(Error::InvalidConfig)?;
+        let v = v.get(k0..k0 + hd).ok_or(short_row(k0 + hd, v.len()))?;
         let (p, p_row) = p_ints(scores, n_ctx, t, group, &mut bad);
         p_total = p_total.saturating_add(p_row);
         match p.map(|p| (fns.pv)(v, v_base, &p[..group], &mut x, fast)) {
@@ -332,9 +378,9 @@ fn qk_classes<K: KvRead + ?Sized>(
     let (mut r0, mut r1) = ([0i32; MAX_HEAD_DIM], [0i32; MAX_HEAD_DIM]);
     for t in rows {
         let KvSlice::F16(k) = kv.k(t) else {
-            return Err(Error::InvalidConfig);
+            return Err(F16_EXPECTED);
         };
-        let k = k.get(k0..k0 + hd).ok_or(Error::InvalidConfig)?;
+        let k = k.get(k0..k0 + hd).ok_or(short_row(k0 + hd, k.len()))?;
         let mut dots = [0i64; MAX_GROUP];
         if qx.is_some_and(|qx| (fns.qk)(k, qx, &mut r0, &mut dots[..group]).is_some()) {
             continue;
@@ -372,9 +418,9 @@ fn pv_classes<K: KvRead + ?Sized>(
     let mut bad = *bad;
     for t in 0..n_ctx {
         let KvSlice::F16(v) = kv.v(t) else {
-            return Err(Error::InvalidConfig);
+            return Err(F16_EXPECTED);
         };
-        let v = v.get(k0..k0 + hd).ok_or(Error::InvalidConfig)?;
+        let v = v.get(k0..k0 + hd).ok_or(short_row(k0 + hd, v.len()))?;
         let (p, _) = p_ints(scores, n_ctx, t, group, &mut bad);
         // The fixed-point pass took the row iff p fit and v fits.
         if !all && p.is_some() && fix_row(v, v_base, &mut r0[..hd]).0 {
@@ -432,30 +478,34 @@ const P_ONE: u64 = 1 << 24;
 /// Largest `Σ|P|` the fast V sums take: with `|y| < 2^31`, below 2^62.
 const P_TOTAL: u64 = 1 << 31;
 
-/// The row kernels of the grouped f16 path (portable, or the same code
-/// compiled for the CPU's SIMD by `quant::simd_x86`; identical integers).
+/// The row kernels of the grouped f16 path ([`qk_row`], [`pv_row`]),
+/// compiled for the CPU's SIMD where there is such a build ([`crate::simd`];
+/// the same code, identical integers).
 #[derive(Clone, Copy)]
 pub(crate) struct RowFns {
     /// [`qk_row`].
-    pub qk: QkFn,
+    pub qk: qk_builds::Build,
     /// [`pv_row`].
-    pub pv: PvFn,
+    pub pv: pv_builds::Build,
 }
 
-/// Signature of [`qk_row`].
-pub(crate) type QkFn = fn(&[u16], &[i32], &mut [i32], &mut [i64]) -> Option<(u32, bool)>;
-/// Signature of [`pv_row`].
-pub(crate) type PvFn = fn(&[u16], u32, &[i32], &mut [i32], &mut [i64]) -> Option<bool>;
-
+/// The widest builds of the row kernels the CPU runs (looked up once per
+/// call of the grouped path, then called per row).
 fn row_fns() -> RowFns {
-    #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    if let Some(f) = crate::quant::simd_x86::attention_fns() {
-        return f;
-    }
     RowFns {
-        qk: qk_row,
-        pv: pv_row,
+        qk: qk_builds::best_fn(),
+        pv: pv_builds::best_fn(),
     }
+}
+
+crate::simd::multiversion! {
+    /// Builds of [`qk_row`].
+    mod qk_builds = qk_row(k: &[u16], qx: &[i32], x: &mut [i32], dots: &mut [i64]) -> Option<(u32, bool)>;
+}
+
+crate::simd::multiversion! {
+    /// Builds of [`pv_row`].
+    mod pv_builds = pv_row(v: &[u16], base: u32, p: &[i32], x: &mut [i32], acc: &mut [i64]) -> Option<bool>;
 }
 
 /// The largest `sh` ([`crate::quant::fixed::f16_fixed`]) of a row of
@@ -605,9 +655,9 @@ fn head_f16<K: KvRead + ?Sized>(
     }
     for (t, s) in scores.iter_mut().enumerate() {
         let KvSlice::F16(k) = kv.k(t) else {
-            return Err(Error::InvalidConfig);
+            return Err(F16_EXPECTED);
         };
-        let k = k.get(k0..k0 + hd).ok_or(Error::InvalidConfig)?;
+        let k = k.get(k0..k0 + hd).ok_or(short_row(k0 + hd, k.len()))?;
         // Three exponent-class sums; each product is below 2^50 and a head
         // has at most MAX_HEAD_DIM (2^8) terms, so no i64 sum can overflow.
         // Branch-free so that it vectorizes.
@@ -632,7 +682,7 @@ fn head_f16<K: KvRead + ?Sized>(
     let mut bad = false;
     for (t, &p) in scores.iter().enumerate() {
         let KvSlice::F16(v) = kv.v(t) else {
-            return Err(Error::InvalidConfig);
+            return Err(F16_EXPECTED);
         };
         let pb = p.to_f16_bits();
         bad |= f16_nonfinite(pb);
@@ -680,7 +730,7 @@ fn head_f32<K: KvRead + ?Sized>(
     let hd = qh.len();
     for (t, s) in scores.iter_mut().enumerate() {
         let KvSlice::F32(k) = kv.k(t) else {
-            return Err(Error::InvalidConfig);
+            return Err(F32_EXPECTED);
         };
         *s = crate::quant::dot::dot_f32(qh, &k[k0..k0 + hd]);
     }
@@ -688,7 +738,7 @@ fn head_f32<K: KvRead + ?Sized>(
     oh.fill(F32::ZERO);
     for (t, &p) in scores.iter().enumerate() {
         let KvSlice::F32(v) = kv.v(t) else {
-            return Err(Error::InvalidConfig);
+            return Err(F32_EXPECTED);
         };
         for (o, &x) in oh.iter_mut().zip(&v[k0..k0 + hd]) {
             *o = *o + p * x;
@@ -726,10 +776,10 @@ mod tests {
     /// exponent spread (fitting and not) and every SIMD build the CPU runs.
     #[test]
     fn fixed_row_kernels_are_exact() {
-        #[cfg(all(feature = "std", target_arch = "x86_64"))]
-        let simd = crate::quant::simd_x86::attention_variants();
-        #[cfg(not(all(feature = "std", target_arch = "x86_64")))]
-        let simd: [Option<RowFns>; 0] = [];
+        let simd: [Option<RowFns>; 2] = {
+            let (qk, pv) = (qk_builds::builds(), pv_builds::builds());
+            [0, 1].map(|i| qk[i].zip(pv[i]).map(|(qk, pv)| RowFns { qk, pv }))
+        };
         let mut next = crate::testutil::lcg(0x9E37_79B9_7F4A_7C15u64);
         let (mut fitted, mut missed) = (0, 0);
         for round in 0..2000 {

@@ -2,31 +2,33 @@
 //!
 //! Each element is the one correctly rounded `+` or `*`, so the result is
 //! the same bits as the obvious loop. The bodies call the operations' own
-//! branch-free fast paths ([`add_try`], [`mul_try`]) so that they
+//! branch-free fast paths (`float::add_try`, `float::mul_try`) so that they
 //! vectorize, and redo the whole row with the scalar operation if any
 //! element needed the general path (zeros, subnormals, ∞, NaN, exact
 //! cancellation). On x86-64 with `std` the bodies run compiled for AVX2 or
-//! AVX-512 (`quant::simd_x86`), the same code.
+//! AVX-512 ([`crate::simd`]), the same code.
 
 use crate::F32;
 use crate::float::{add_try, mul_try};
 
 /// `x[i] = x[i] + y[i]` over the common length.
 pub fn add_assign(x: &mut [F32], y: &[F32]) {
-    #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    if let Some(add) = crate::quant::simd_x86::add_fn() {
-        return add(x, y);
-    }
-    add_assign_body(x, y)
+    add_builds::best(x, y)
 }
 
 /// `x[i] = x[i] * y[i]` over the common length.
 pub fn mul_assign(x: &mut [F32], y: &[F32]) {
-    #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    if let Some(mul) = crate::quant::simd_x86::mul_fn() {
-        return mul(x, y);
-    }
-    mul_assign_body(x, y)
+    mul_builds::best(x, y)
+}
+
+crate::simd::multiversion! {
+    /// Builds of [`add_assign_body`].
+    mod add_builds = add_assign_body(x: &mut [F32], y: &[F32]);
+}
+
+crate::simd::multiversion! {
+    /// Builds of [`mul_assign_body`].
+    mod mul_builds = mul_assign_body(x: &mut [F32], y: &[F32]);
 }
 
 /// The portable body of [`add_assign`].
@@ -108,14 +110,10 @@ mod tests {
     #[test]
     fn builds_equal_elementwise() {
         type Fns = [fn(&mut [F32], &[F32]); 2];
-        #[cfg(all(feature = "std", target_arch = "x86_64"))]
         let simd: [Option<Fns>; 2] = {
-            use crate::quant::simd_x86::{add_variants, mul_variants};
-            let (a, m) = (add_variants(), mul_variants());
+            let (a, m) = (add_builds::builds(), mul_builds::builds());
             [0, 1].map(|i| a[i].zip(m[i]).map(|(a, m)| [a, m]))
         };
-        #[cfg(not(all(feature = "std", target_arch = "x86_64")))]
-        let simd: [Option<Fns>; 0] = [];
         let mut next = crate::testutil::lcg(0x2545_F491_4F6C_DD1Du64);
         const N: usize = 300;
         for round in 0..600 {

@@ -10,7 +10,6 @@ pub mod elementwise;
 pub mod matmul;
 pub mod rmsnorm;
 pub mod rope;
-pub mod selftest;
 pub mod softmax;
 pub mod swiglu;
 

@@ -6,47 +6,49 @@
 //! this profile keeps the sum in f32 so no wider float type is needed.
 
 use super::check_len;
-use crate::float::{mul_try, sum_left};
+use crate::float::{mul_try, sum_left_to_right};
 use crate::{F32, Result};
 
 /// RMS normalisation of one row (see the module docs for the exact order).
-/// Runs [`rmsnorm_body`] compiled for the CPU's SIMD where there is such a
-/// build (`quant::simd_x86`; the same code, the same bits).
+/// Runs `rmsnorm_body` compiled for the CPU's SIMD where there is such a
+/// build ([`crate::simd`]; the same code, the same bits).
 pub fn rmsnorm(x: &[F32], w: &[F32], eps: F32, out: &mut [F32]) -> Result<()> {
-    #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    if let Some(f) = crate::quant::simd_x86::rmsnorm_fn() {
-        return f(x, w, eps, out);
-    }
-    rmsnorm_body(x, w, eps, out)
+    rmsnorm_builds::best(x, w, eps, out)
 }
 
 /// RMS normalisation of each row of `x` (rows of `w.len()`) into `out`:
 /// per row exactly [`rmsnorm`] (the same bits).
 pub fn rmsnorm_rows(x: &[F32], w: &[F32], eps: F32, out: &mut [F32]) -> Result<()> {
-    #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    if let Some(f) = crate::quant::simd_x86::rmsnorm_rows_fn() {
-        return f(x, w, eps, out);
-    }
-    rmsnorm_rows_body(x, w, eps, out)
+    rmsnorm_rows_builds::best(x, w, eps, out)
+}
+
+crate::simd::multiversion! {
+    /// Builds of [`rmsnorm_body`].
+    mod rmsnorm_builds = rmsnorm_body(x: &[F32], w: &[F32], eps: F32, out: &mut [F32]) -> Result<()>;
+}
+
+crate::simd::multiversion! {
+    /// Builds of [`rmsnorm_rows_body`].
+    mod rmsnorm_rows_builds = rmsnorm_rows_body(x: &[F32], w: &[F32], eps: F32, out: &mut [F32]) -> Result<()>;
 }
 
 /// The portable body of [`rmsnorm`]. The products go through
 /// [`mul_try`] in branch-free loops (which vectorize); a row with any
 /// operand or result outside the normal range is redone with `*`. The sum
-/// of squares stays one fixed-order chain ([`sum_left`]).
+/// of squares stays one fixed-order chain ([`sum_left_to_right`]).
 #[inline(always)]
 pub(crate) fn rmsnorm_body(x: &[F32], w: &[F32], eps: F32, out: &mut [F32]) -> Result<()> {
     let n = x.len();
     check_len(n, w.len())?;
     check_len(n, out.len())?;
     squares(x, out);
-    let ss = sum_left(out);
+    let ss = sum_left_to_right(out);
     scale_row(x, w, eps, ss, out);
     Ok(())
 }
 
 /// The portable body of [`rmsnorm_rows`]: [`rmsnorm_body`] row by row
-/// (its sum of squares, kept unpacked by [`sum_left`], ran faster than four
+/// (its sum of squares, kept unpacked by [`sum_left_to_right`], ran faster than four
 /// rows' packed chains interleaved: 4.6 against 6.9 ns per element).
 #[inline(always)]
 pub(crate) fn rmsnorm_rows_body(x: &[F32], w: &[F32], eps: F32, out: &mut [F32]) -> Result<()> {
@@ -101,7 +103,7 @@ mod tests {
     use super::*;
 
     /// Signature of the row bodies and their builds.
-    type RowsFn = fn(&[F32], &[F32], F32, &mut [F32]) -> Result<()>;
+    type RowsFn = rmsnorm_rows_builds::Build;
 
     /// The original element-by-element formula.
     fn reference(x: &[F32], w: &[F32], eps: F32, out: &mut [F32]) {
@@ -120,10 +122,7 @@ mod tests {
     /// with zeros, subnormals, huge values, ±∞ and NaN (the fallback).
     #[test]
     fn builds_equal_reference() {
-        #[cfg(all(feature = "std", target_arch = "x86_64"))]
-        let simd = crate::quant::simd_x86::rmsnorm_variants();
-        #[cfg(not(all(feature = "std", target_arch = "x86_64")))]
-        let simd: [Option<RowsFn>; 0] = [];
+        let simd = rmsnorm_builds::builds();
         let mut next = crate::testutil::lcg(0x2545_F491_4F6C_DD1Du64);
         const N: usize = 200;
         for round in 0..300 {
@@ -169,10 +168,7 @@ mod tests {
     /// not a whole number of rows.
     #[test]
     fn rows_builds_equal_reference() {
-        #[cfg(all(feature = "std", target_arch = "x86_64"))]
-        let simd = crate::quant::simd_x86::rmsnorm_rows_variants();
-        #[cfg(not(all(feature = "std", target_arch = "x86_64")))]
-        let simd: [Option<RowsFn>; 0] = [];
+        let simd = rmsnorm_rows_builds::builds();
         let mut builds: [Option<RowsFn>; 3] = [Some(rmsnorm_rows_body), None, None];
         for (slot, f) in builds[1..].iter_mut().zip(simd) {
             *slot = f;

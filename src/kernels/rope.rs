@@ -33,7 +33,8 @@ pub fn rope_theta_scale(base: F32, n_rot: usize) -> F32 {
 
 /// Rotates every head of `x` (n_heads, head_dim) for position `pos`:
 /// [`RopeAngles`] for `pos`, applied once. `n_rot` must be even, at most
-/// `head_dim` and at most `2 · MAX_ROPE_PAIRS`.
+/// `head_dim` and at most `2 · MAX_ROPE_PAIRS` (else `Err(InvalidRope)`);
+/// `x` must hold `n_heads · head_dim` (else `Err(ShapeMismatch)`).
 pub fn rope(
     x: &mut [F32],
     n_heads: usize,
@@ -48,7 +49,7 @@ pub fn rope(
         x.len(),
     )?;
     if n_rot > head_dim {
-        return Err(Error::InvalidConfig);
+        return Err(Error::InvalidRope { n_rot, head_dim });
     }
     RopeAngles::new(n_rot, pos, theta_scale)?.apply(x, n_heads, head_dim, style)
 }
@@ -68,11 +69,14 @@ pub struct RopeAngles {
 }
 
 impl RopeAngles {
-    /// The angles of position `pos` ([`rope`]'s recurrence); `Err` if
-    /// `n_rot` is odd or above `2 · MAX_ROPE_PAIRS`.
+    /// The angles of position `pos` ([`rope`]'s recurrence);
+    /// `Err(InvalidRope)` (with `head_dim` = `2 · MAX_ROPE_PAIRS`, the
+    /// widest head the angles could serve) if `n_rot` is odd or above that.
     pub fn new(n_rot: usize, pos: usize, theta_scale: F32) -> Result<Self> {
         if !n_rot.is_multiple_of(2) || n_rot / 2 > MAX_ROPE_PAIRS {
-            return Err(Error::InvalidConfig);
+            // No head yet: the largest head these angles could serve.
+            let head_dim = 2 * MAX_ROPE_PAIRS;
+            return Err(Error::InvalidRope { n_rot, head_dim });
         }
         let half = n_rot / 2;
         let mut a = RopeAngles {
@@ -114,8 +118,8 @@ impl RopeAngles {
 /// `sin` and `cos` (`n_rot / 2` each, as [`RopeAngles::sin`] and
 /// [`RopeAngles::cos`] return): the same rotation as [`RopeAngles::apply`],
 /// for callers that keep the angles of many positions in a buffer. Runs
-/// [`rope_apply_body`] compiled for the CPU's SIMD where there is such a
-/// build (`quant::simd_x86`; the same code, the same bits).
+/// `rope_apply_body` compiled for the CPU's SIMD where there is such a
+/// build ([`crate::simd`]; the same code, the same bits).
 pub fn rope_apply(
     sin: &[F32],
     cos: &[F32],
@@ -124,11 +128,19 @@ pub fn rope_apply(
     head_dim: usize,
     style: RopeStyle,
 ) -> Result<()> {
-    #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    if let Some(f) = crate::quant::simd_x86::rope_fn() {
-        return f(sin, cos, x, n_heads, head_dim, style);
-    }
-    rope_apply_body(sin, cos, x, n_heads, head_dim, style)
+    rope_builds::best(sin, cos, x, n_heads, head_dim, style)
+}
+
+crate::simd::multiversion! {
+    /// Builds of [`rope_apply_body`].
+    mod rope_builds = rope_apply_body(
+        sin: &[F32],
+        cos: &[F32],
+        x: &mut [F32],
+        n_heads: usize,
+        head_dim: usize,
+        style: RopeStyle,
+    ) -> Result<()>;
 }
 
 /// The portable body of [`rope_apply`]: per head, every pair through the
@@ -151,7 +163,10 @@ pub(crate) fn rope_apply_body(
     check_len(sin.len(), cos.len())?;
     let half = sin.len();
     if 2 * half > head_dim || half > MAX_ROPE_PAIRS {
-        return Err(Error::InvalidConfig);
+        return Err(Error::InvalidRope {
+            n_rot: 2 * half,
+            head_dim,
+        });
     }
     let (sin, cos) = (&sin[..half], &cos[..half]);
     for head in x.chunks_exact_mut(head_dim) {
@@ -218,11 +233,8 @@ mod tests {
     /// every kind (moderate, any bits, zeros, subnormals, ∞, NaN).
     #[test]
     fn builds_equal_pairwise_rotation() {
-        type RopeFn = fn(&[F32], &[F32], &mut [F32], usize, usize, RopeStyle) -> Result<()>;
-        #[cfg(all(feature = "std", target_arch = "x86_64"))]
-        let simd: [Option<RopeFn>; 2] = crate::quant::simd_x86::rope_variants();
-        #[cfg(not(all(feature = "std", target_arch = "x86_64")))]
-        let simd: [Option<RopeFn>; 0] = [];
+        type RopeFn = rope_builds::Build;
+        let simd = rope_builds::builds();
         let mut next = crate::testutil::lcg(0x9E37_79B9_7F4A_7C15u64);
         const HD: usize = 64;
         const NH: usize = 3;

@@ -12,7 +12,7 @@
 //! branch-free so that they vectorize, redone with the scalar operator per
 //! block if any element needs the general path); each element gets the
 //! operations above in their order, so the same bits. On x86-64 with `std`
-//! it runs compiled for AVX2 or AVX-512 (`quant::simd_x86`).
+//! it runs compiled for AVX2 or AVX-512 ([`crate::simd`]).
 
 use super::elementwise::map_try;
 use crate::float::{add_try, mul_try};
@@ -26,13 +26,13 @@ pub fn softmax(s: &mut [F32], scale: F32, n_valid: usize) -> Result<()> {
             found: n_valid,
         });
     }
-    #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    if let Some(f) = crate::quant::simd_x86::softmax_fn() {
-        f(s, scale, n_valid);
-        return Ok(());
-    }
-    softmax_body(s, scale, n_valid);
+    softmax_builds::best(s, scale, n_valid);
     Ok(())
+}
+
+crate::simd::multiversion! {
+    /// Builds of [`softmax_body`].
+    mod softmax_builds = softmax_body(s: &mut [F32], scale: F32, n_valid: usize);
 }
 
 /// The portable body of [`softmax`] (`n_valid ≤ s.len()`).
@@ -90,10 +90,7 @@ mod tests {
     #[test]
     fn builds_equal_definition() {
         type Fn3 = fn(&mut [F32], F32, usize);
-        #[cfg(all(feature = "std", target_arch = "x86_64"))]
-        let simd = crate::quant::simd_x86::softmax_variants();
-        #[cfg(not(all(feature = "std", target_arch = "x86_64")))]
-        let simd: [Option<Fn3>; 0] = [];
+        let simd = softmax_builds::builds();
         let mut next = crate::testutil::lcg(0x1405_7B7E_F767_814Fu64);
         const N: usize = 300;
         for round in 0..600 {

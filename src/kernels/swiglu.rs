@@ -5,7 +5,7 @@
 //! `exp(-x)`, every `1 + e`, every quotient), so that independent
 //! operations overlap and the additions vectorize; each element still gets
 //! exactly `silu`'s operations in its order, so the same bits. On x86-64
-//! with `std` it runs compiled for AVX2 or AVX-512 (`quant::simd_x86`).
+//! with `std` it runs compiled for AVX2 or AVX-512 ([`crate::simd`]).
 
 use super::check_len;
 use super::elementwise::{BLOCK, map_try, mul_assign_body};
@@ -15,13 +15,13 @@ use crate::{F32, Result};
 /// SwiGLU in place over `gate`.
 pub fn swiglu(gate: &mut [F32], up: &[F32]) -> Result<()> {
     check_len(gate.len(), up.len())?;
-    #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    if let Some(f) = crate::quant::simd_x86::swiglu_fn() {
-        f(gate, up);
-        return Ok(());
-    }
-    swiglu_body(gate, up);
+    swiglu_builds::best(gate, up);
     Ok(())
+}
+
+crate::simd::multiversion! {
+    /// Builds of [`swiglu_body`].
+    mod swiglu_builds = swiglu_body(gate: &mut [F32], up: &[F32]);
 }
 
 /// The portable body of [`swiglu`] (`gate` and `up` of equal length).
@@ -61,10 +61,7 @@ mod tests {
     #[test]
     fn builds_equal_elementwise() {
         type Fn2 = fn(&mut [F32], &[F32]);
-        #[cfg(all(feature = "std", target_arch = "x86_64"))]
-        let simd = crate::quant::simd_x86::swiglu_variants();
-        #[cfg(not(all(feature = "std", target_arch = "x86_64")))]
-        let simd: [Option<Fn2>; 0] = [];
+        let simd = swiglu_builds::builds();
         let mut next = crate::testutil::lcg(0x5DEE_CE66_D1CE_4E5Bu64);
         const N: usize = 200;
         for round in 0..400 {

@@ -4,7 +4,7 @@
 //! exactly from the 24-bit significand and a 104-bit constant (relative error
 //! 2^-104, so `t` is known to 2^-96 absolute for |x| < 104), split into an
 //! integer `k` and a Q0.128 fraction `f`, and handed to
-//! [`pow2_parts`](super::exp2::pow2_parts) (fast path with ~60 bits, a
+//! [`pow2_parts`] (fast path with ~60 bits, a
 //! rounding test, accurate path with ~96 bits). `e^x` is never a binary32
 //! midpoint for a binary32 `x`, so the accurate path decides every case.
 //!

@@ -6,7 +6,7 @@
 //! the same bits. No hardware float is used: the argument is decoded into an
 //! integer significand and exponent, the function is evaluated in u64/u128
 //! fixed point, and the result leaves fixed point through one
-//! [`round_pack`](crate::float::round_pack).
+//! [`round_pack`].
 //!
 //! The shape of each function (after the CORE-MATH binary32 functions):
 //!

@@ -14,7 +14,7 @@
 //! 3. General: `t = y · log2|x|` from the accurate logarithm (`ln x · 2^120`,
 //!    relative error below 2^-89) times a Q1.127 log2(e), multiplied exactly
 //!    by the 24-bit significand of `y`; `|t| >= 256` over/underflows directly;
-//!    otherwise `2^t` by [`pow2_parts`](super::exp2::pow2_parts) with `t`'s
+//!    otherwise `2^t` by [`pow2_parts`] with `t`'s
 //!    error bound, so the rounding tests account for it.
 //!
 //! Bound: the result is correctly rounded whenever the accurate rounding
@@ -33,28 +33,30 @@ use super::tables::LOG2E_Q127;
 use super::{decode, round_pack};
 use crate::F32;
 
-/// Integer-ness of a finite nonzero `y`.
+/// Whether a finite nonzero `y` is an integer, and if so whether odd (for
+/// the sign of `pow(x, y)` with `x < 0`).
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum YKind {
+enum Parity {
     NonInteger,
     Even,
     Odd,
 }
 
-fn y_kind(ybits: u32) -> YKind {
+/// The [`Parity`] of the finite nonzero `y` with bits `ybits`.
+fn integer_parity(ybits: u32) -> Parity {
     let (my, ey) = decode(ybits);
     if ey > 0 {
-        return YKind::Even;
+        return Parity::Even;
     }
     let frac_bits = (-ey) as u32;
     if my.trailing_zeros() < frac_bits {
-        return YKind::NonInteger;
+        return Parity::NonInteger;
     }
     // frac_bits <= 23 here.
     if (my >> frac_bits) & 1 == 1 {
-        YKind::Odd
+        Parity::Odd
     } else {
-        YKind::Even
+        Parity::Even
     }
 }
 
@@ -164,7 +166,7 @@ fn exact_pow(xabs: u32, ybits: u32) -> Option<F32> {
 /// the relative error of `2^t` in units of 2^-127); `Err(r)` when
 /// `|t| >= 256`, `r` being the over/underflowed magnitude. `l` is
 /// `ln|x| · 2^120` within `l_err` units.
-fn t_parts(l: i128, l_err: u128, yb: u32) -> Result<(i32, u128, u128), F32> {
+fn y_log2_x_parts(l: i128, l_err: u128, yb: u32) -> Result<(i32, u128, u128), F32> {
     let l_mag = l.unsigned_abs();
     let lg = mul128(l_mag, LOG2E_Q127); // |log2 x| · 2^119
     // t = P · 2^-n with P = lg · my a 256-bit (ph, pl).
@@ -232,15 +234,15 @@ impl F32 {
                 F32::ZERO
             };
         }
-        let kind = y_kind(yb);
-        let res_neg = x_neg && kind == YKind::Odd;
+        let kind = integer_parity(yb);
+        let res_neg = x_neg && kind == Parity::Odd;
         let sign = |v: F32| if res_neg { -v } else { v };
         if xa == 0 || xa == 0x7F80_0000 {
             // 0^y is 0 for y > 0 and inf for y < 0; inf^y the other way round.
             let huge = (xa == 0) == y_neg;
             return sign(if huge { F32::INFINITY } else { F32::ZERO });
         }
-        if x_neg && kind == YKind::NonInteger {
+        if x_neg && kind == Parity::NonInteger {
             return F32::NAN;
         }
         if xa == 0x3F80_0000 {
@@ -251,7 +253,7 @@ impl F32 {
         }
         // Fast: ln|x| to 2^-57 relative; accurate: to 2^-89.
         let fast = ln_fast_q120(xa);
-        let (k, f, t_err) = match t_parts(fast, (fast.unsigned_abs() >> 57) + 512, yb) {
+        let (k, f, t_err) = match y_log2_x_parts(fast, (fast.unsigned_abs() >> 57) + 512, yb) {
             Ok(t) => t,
             Err(v) => return sign(v),
         };
@@ -259,7 +261,7 @@ impl F32 {
             return sign(v);
         }
         let acc = ln_q120(xa);
-        let (k, f, t_err) = match t_parts(acc, (acc.unsigned_abs() >> 89) + 512, yb) {
+        let (k, f, t_err) = match y_log2_x_parts(acc, (acc.unsigned_abs() >> 89) + 512, yb) {
             Ok(t) => t,
             Err(v) => return sign(v),
         };

@@ -3,7 +3,6 @@
 mod config;
 mod engine;
 mod generate;
-pub mod selftest;
 pub mod synth;
 mod weights;
 

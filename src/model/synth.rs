@@ -73,15 +73,23 @@ struct Names {
 }
 
 impl Names {
+    const EMPTY: Names = Names {
+        buf: [[0; 40]; MAX_TENSORS],
+        len: [0; MAX_TENSORS],
+        n: 0,
+    };
+
+    /// Stores `blk.{layer}.{name}` (or `name`); returns its index.
+    /// `SizeOverflow` if the table or the name's slot is full.
     fn push(&mut self, layer: Option<usize>, name: &str) -> Result<usize> {
         let i = self.n;
-        let slot = self.buf.get_mut(i).ok_or(Error::InvalidConfig)?;
+        let slot = self.buf.get_mut(i).ok_or(Error::SizeOverflow)?;
         let mut w = SliceWriter { buf: slot, len: 0 };
         let r = match layer {
             Some(l) => write!(w, "blk.{l}.{name}"),
             None => w.write_str(name),
         };
-        r.map_err(|_| Error::InvalidConfig)?;
+        r.map_err(|_| Error::SizeOverflow)?;
         self.len[i] = w.len;
         self.n += 1;
         Ok(i)
@@ -129,6 +137,53 @@ enum Fill {
     Bias,
 }
 
+/// Collects the [`Plan`]s of a model in file order.
+struct Planner<'p> {
+    names: &'p mut Names,
+    out: &'p mut [Option<Plan>; MAX_TENSORS],
+    n: usize,
+}
+
+impl Planner<'_> {
+    fn add(
+        &mut self,
+        layer: Option<usize>,
+        name: &str,
+        ty: GgmlType,
+        ne: [u64; 2],
+        n_dims: usize,
+        fill: Fill,
+    ) -> Result<()> {
+        let name = self.names.push(layer, name)?;
+        *self.out.get_mut(self.n).ok_or(Error::SizeOverflow)? = Some(Plan {
+            name,
+            ty,
+            ne,
+            n_dims,
+            fill,
+        });
+        self.n += 1;
+        Ok(())
+    }
+
+    /// A 2-D weight of `ne = [columns, rows]`, random.
+    fn matrix(
+        &mut self,
+        layer: Option<usize>,
+        name: &str,
+        ty: GgmlType,
+        ne: [u64; 2],
+    ) -> Result<()> {
+        self.add(layer, name, ty, ne, 2, Fill::Weight)
+    }
+
+    /// A 1-D F32 vector (norm weights or biases).
+    fn vector(&mut self, layer: Option<usize>, name: &str, len: u64, fill: Fill) -> Result<()> {
+        self.add(layer, name, GgmlType::F32, [len, 1], 1, fill)
+    }
+}
+
+/// The tensors of `spec` in file order (llama.cpp's names); returns how many.
 fn plans(
     spec: &SynthSpec,
     names: &mut Names,
@@ -142,146 +197,30 @@ fn plans(
     let hd = spec.dim / spec.n_heads.max(1);
     let q = (spec.n_heads * hd) as u64;
     let kv = (spec.n_kv_heads * hd) as u64;
-    let mut n = 0;
-    let mut add = |names: &mut Names, layer, name, ty, ne: [u64; 2], n_dims, fill| -> Result<()> {
-        let name = names.push(layer, name)?;
-        out[n] = Some(Plan {
-            name,
-            ty,
-            ne,
-            n_dims,
-            fill,
-        });
-        n += 1;
-        Ok(())
-    };
-    add(
-        names,
-        None,
-        "token_embd.weight",
-        spec.embd_type,
-        [d, v],
-        2,
-        Fill::Weight,
-    )?;
-    for l in 0..spec.n_layers {
-        let wt = spec.weight_type;
-        add(
-            names,
-            Some(l),
-            "attn_norm.weight",
-            GgmlType::F32,
-            [d, 1],
-            1,
-            Fill::Norm,
-        )?;
-        add(names, Some(l), "attn_q.weight", wt, [d, q], 2, Fill::Weight)?;
-        add(
-            names,
-            Some(l),
-            "attn_k.weight",
-            wt,
-            [d, kv],
-            2,
-            Fill::Weight,
-        )?;
-        add(
-            names,
-            Some(l),
-            "attn_v.weight",
-            wt,
-            [d, kv],
-            2,
-            Fill::Weight,
-        )?;
+    let wt = spec.weight_type;
+    let mut p = Planner { names, out, n: 0 };
+    p.matrix(None, "token_embd.weight", spec.embd_type, [d, v])?;
+    for l in (0..spec.n_layers).map(Some) {
+        p.vector(l, "attn_norm.weight", d, Fill::Norm)?;
+        p.matrix(l, "attn_q.weight", wt, [d, q])?;
+        p.matrix(l, "attn_k.weight", wt, [d, kv])?;
+        p.matrix(l, "attn_v.weight", wt, [d, kv])?;
         if spec.arch == Arch::Qwen2 {
-            add(
-                names,
-                Some(l),
-                "attn_q.bias",
-                GgmlType::F32,
-                [q, 1],
-                1,
-                Fill::Bias,
-            )?;
-            add(
-                names,
-                Some(l),
-                "attn_k.bias",
-                GgmlType::F32,
-                [kv, 1],
-                1,
-                Fill::Bias,
-            )?;
-            add(
-                names,
-                Some(l),
-                "attn_v.bias",
-                GgmlType::F32,
-                [kv, 1],
-                1,
-                Fill::Bias,
-            )?;
+            p.vector(l, "attn_q.bias", q, Fill::Bias)?;
+            p.vector(l, "attn_k.bias", kv, Fill::Bias)?;
+            p.vector(l, "attn_v.bias", kv, Fill::Bias)?;
         }
-        add(
-            names,
-            Some(l),
-            "attn_output.weight",
-            wt,
-            [q, d],
-            2,
-            Fill::Weight,
-        )?;
-        add(
-            names,
-            Some(l),
-            "ffn_norm.weight",
-            GgmlType::F32,
-            [d, 1],
-            1,
-            Fill::Norm,
-        )?;
-        add(
-            names,
-            Some(l),
-            "ffn_gate.weight",
-            wt,
-            [d, h],
-            2,
-            Fill::Weight,
-        )?;
-        add(names, Some(l), "ffn_up.weight", wt, [d, h], 2, Fill::Weight)?;
-        add(
-            names,
-            Some(l),
-            "ffn_down.weight",
-            wt,
-            [h, d],
-            2,
-            Fill::Weight,
-        )?;
+        p.matrix(l, "attn_output.weight", wt, [q, d])?;
+        p.vector(l, "ffn_norm.weight", d, Fill::Norm)?;
+        p.matrix(l, "ffn_gate.weight", wt, [d, h])?;
+        p.matrix(l, "ffn_up.weight", wt, [d, h])?;
+        p.matrix(l, "ffn_down.weight", wt, [h, d])?;
     }
-    add(
-        names,
-        None,
-        "output_norm.weight",
-        GgmlType::F32,
-        [d, 1],
-        1,
-        Fill::Norm,
-    )?;
+    p.vector(None, "output_norm.weight", d, Fill::Norm)?;
     if spec.separate_output {
-        add(
-            names,
-            None,
-            "output.weight",
-            spec.weight_type,
-            [d, v],
-            2,
-            Fill::Weight,
-        )?;
+        p.matrix(None, "output.weight", wt, [d, v])?;
     }
-    Ok(n)
+    Ok(p.n)
 }
 
 fn tensor_bytes(p: &Plan) -> Result<usize> {
@@ -373,30 +312,76 @@ fn fill(p: &Plan, rng: &mut SplitMix64, data: &mut [u8]) {
     }
 }
 
-/// Writes the GGUF file for `spec` into `out`, using `scratch` for the
-/// tensor data; returns the file length. [`synth_sizes`] gives both sizes.
-pub fn write_synth(spec: &SynthSpec, scratch: &mut [u8], out: &mut [u8]) -> Result<usize> {
-    if spec.n_layers == 0
-        || spec.n_layers > MAX_LAYERS
-        || spec.n_heads == 0
+/// `Err` unless `spec` describes a model the writer and the engine accept:
+/// 1 to [`MAX_LAYERS`] layers, query heads a non-zero multiple of the KV
+/// heads and dividing `dim`.
+fn validate(spec: &SynthSpec) -> Result<()> {
+    if spec.n_layers == 0 || spec.n_layers > MAX_LAYERS {
+        return Err(Error::InvalidModelConfig {
+            key: "block_count",
+            value: spec.n_layers,
+        });
+    }
+    if spec.n_heads == 0
         || spec.n_kv_heads == 0
         || !spec.dim.is_multiple_of(spec.n_heads)
         || !spec.n_heads.is_multiple_of(spec.n_kv_heads)
     {
-        return Err(Error::InvalidConfig);
+        return Err(Error::InvalidHeads {
+            n_head: spec.n_heads,
+            n_kv_head: spec.n_kv_heads,
+            head_dim: spec.dim.checked_div(spec.n_heads).unwrap_or(0),
+        });
     }
-    let mut names = Names {
-        buf: [[0; 40]; MAX_TENSORS],
-        len: [0; MAX_TENSORS],
-        n: 0,
-    };
+    Ok(())
+}
+
+/// Writes the GGUF file for `spec` into `out`, using `scratch` for the
+/// tensor data; returns the file length. [`synth_sizes`] gives both sizes.
+///
+/// Errors: [`Error::InvalidModelConfig`] (layer count) or
+/// [`Error::InvalidHeads`] for a spec the engine could not run,
+/// [`Error::BufferTooSmall`] if `scratch` or `out` is too small.
+pub fn write_synth(spec: &SynthSpec, scratch: &mut [u8], out: &mut [u8]) -> Result<usize> {
+    validate(spec)?;
+    let mut names = Names::EMPTY;
     let mut pl = [None; MAX_TENSORS];
     let n = plans(spec, &mut names, &mut pl)?;
-    // Carve and fill each tensor's bytes, in order, from one generator.
-    let mut rng = SplitMix64::new(spec.seed);
+    let ranges = fill_tensors(spec.seed, &pl[..n], scratch)?;
+    let mut shapes = [[0u64; 2]; MAX_TENSORS];
+    for (shape, p) in shapes.iter_mut().zip(pl[..n].iter().flatten()) {
+        *shape = p.ne;
+    }
+    let mut list = [TensorSpec {
+        name: "",
+        ty: GgmlType::F32,
+        ne: &[],
+        data: &[],
+    }; MAX_TENSORS];
+    for (i, p) in pl[..n].iter().flatten().enumerate() {
+        list[i] = TensorSpec {
+            name: names.get(p.name),
+            ty: p.ty,
+            ne: &shapes[i][..p.n_dims],
+            data: &scratch[ranges[i].0..ranges[i].1],
+        };
+    }
+    let mut w = Writer::new(out);
+    write_metadata(&mut w, spec)?;
+    w.finish(&list[..n])
+}
+
+/// Carves each planned tensor's bytes from `scratch`, in order, and fills
+/// them from one generator seeded with `seed`; returns the byte ranges.
+fn fill_tensors(
+    seed: u64,
+    plans: &[Option<Plan>],
+    scratch: &mut [u8],
+) -> Result<[(usize, usize); MAX_TENSORS]> {
+    let mut rng = SplitMix64::new(seed);
     let mut ranges = [(0usize, 0usize); MAX_TENSORS];
     let mut at = 0usize;
-    for (i, p) in pl[..n].iter().flatten().enumerate() {
+    for (range, p) in ranges.iter_mut().zip(plans.iter().flatten()) {
         let len = tensor_bytes(p)?;
         let end = at.checked_add(len).ok_or(Error::SizeOverflow)?;
         let avail = scratch.len();
@@ -405,65 +390,34 @@ pub fn write_synth(spec: &SynthSpec, scratch: &mut [u8], out: &mut [u8]) -> Resu
             available: avail,
         })?;
         fill(p, &mut rng, dst);
-        ranges[i] = (at, end);
+        *range = (at, end);
         at = end;
     }
-    let mut specs = [None::<TensorSpec<'_>>; MAX_TENSORS];
-    let mut shapes = [[0u64; 2]; MAX_TENSORS];
-    for (i, p) in pl[..n].iter().flatten().enumerate() {
-        shapes[i] = p.ne;
-    }
-    for (i, p) in pl[..n].iter().flatten().enumerate() {
-        specs[i] = Some(TensorSpec {
-            name: names.get(p.name),
-            ty: p.ty,
-            ne: &shapes[i][..p.n_dims],
-            data: &scratch[ranges[i].0..ranges[i].1],
-        });
-    }
-    let mut list = [TensorSpec {
-        name: "",
-        ty: GgmlType::F32,
-        ne: &[],
-        data: &[],
-    }; MAX_TENSORS];
-    for (dst, s) in list.iter_mut().zip(specs.iter().flatten()) {
-        *dst = *s;
-    }
+    Ok(ranges)
+}
+
+/// The architecture and hyper-parameter keys llama.cpp reads.
+fn write_metadata(w: &mut Writer<'_>, spec: &SynthSpec) -> Result<()> {
     let hd = spec.dim / spec.n_heads;
     let arch = match spec.arch {
         Arch::Llama => "llama",
         Arch::Qwen2 => "qwen2",
     };
     let mut kb = [0u8; 64];
-    let mut w = Writer::new(out);
     w.add_str("general.architecture", arch)?;
     w.add_str("general.name", "detllm-synthetic")?;
-    w.add_u32(arch_key(&mut kb, arch, "context_length")?, 4096)?;
-    w.add_u32(
-        arch_key(&mut kb, arch, "embedding_length")?,
-        spec.dim as u32,
-    )?;
-    w.add_u32(
-        arch_key(&mut kb, arch, "feed_forward_length")?,
-        spec.hidden_dim as u32,
-    )?;
-    w.add_u32(
-        arch_key(&mut kb, arch, "block_count")?,
-        spec.n_layers as u32,
-    )?;
-    w.add_u32(
-        arch_key(&mut kb, arch, "attention.head_count")?,
-        spec.n_heads as u32,
-    )?;
-    w.add_u32(
-        arch_key(&mut kb, arch, "attention.head_count_kv")?,
-        spec.n_kv_heads as u32,
-    )?;
-    w.add_u32(
-        arch_key(&mut kb, arch, "rope.dimension_count")?,
-        spec.n_rot.min(hd) as u32,
-    )?;
+    let u32_keys = [
+        ("context_length", 4096),
+        ("embedding_length", spec.dim),
+        ("feed_forward_length", spec.hidden_dim),
+        ("block_count", spec.n_layers),
+        ("attention.head_count", spec.n_heads),
+        ("attention.head_count_kv", spec.n_kv_heads),
+        ("rope.dimension_count", spec.n_rot.min(hd)),
+    ];
+    for (suffix, value) in u32_keys {
+        w.add_u32(arch_key(&mut kb, arch, suffix)?, value as u32)?;
+    }
     // 10000 and 1e-5 (0x3727C5AC) as binary32 bits.
     w.add_f32(
         arch_key(&mut kb, arch, "rope.freq_base")?,
@@ -472,24 +426,22 @@ pub fn write_synth(spec: &SynthSpec, scratch: &mut [u8], out: &mut [u8]) -> Resu
     w.add_f32(
         arch_key(&mut kb, arch, "attention.layer_norm_rms_epsilon")?,
         F32::from_bits(0x3727_C5AC),
-    )?;
-    w.finish(&list[..n])
+    )
 }
 
 fn arch_key<'k>(buf: &'k mut [u8; 64], arch: &str, suffix: &str) -> Result<&'k str> {
     let mut w = SliceWriter { buf, len: 0 };
-    write!(w, "{arch}.{suffix}").map_err(|_| Error::InvalidConfig)?;
+    write!(w, "{arch}.{suffix}").map_err(|_| Error::SizeOverflow)?;
     let len = w.len;
     core::str::from_utf8(&buf[..len]).map_err(|_| Error::InvalidUtf8)
 }
 
 /// `(scratch, out)` byte sizes [`write_synth`] needs for `spec`.
+///
+/// Errors: as [`write_synth`] for a spec it would reject.
 pub fn synth_sizes(spec: &SynthSpec) -> Result<(usize, usize)> {
-    let mut names = Names {
-        buf: [[0; 40]; MAX_TENSORS],
-        len: [0; MAX_TENSORS],
-        n: 0,
-    };
+    validate(spec)?;
+    let mut names = Names::EMPTY;
     let mut pl = [None; MAX_TENSORS];
     let n = plans(spec, &mut names, &mut pl)?;
     let mut total = 0usize;
@@ -514,4 +466,36 @@ pub fn synth_vec(spec: &SynthSpec) -> Result<std::vec::Vec<u8>> {
     let n = write_synth(spec, &mut scratch, &mut out)?;
     out.truncate(n);
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invalid_specs_say_what() {
+        let no_layers = SynthSpec {
+            n_layers: 0,
+            ..SynthSpec::TINY
+        };
+        let block_count = Error::InvalidModelConfig {
+            key: "block_count",
+            value: 0,
+        };
+        assert_eq!(synth_sizes(&no_layers), Err(block_count));
+        assert_eq!(write_synth(&no_layers, &mut [], &mut []), Err(block_count));
+        let odd_heads = SynthSpec {
+            n_heads: 3,
+            ..SynthSpec::TINY
+        };
+        assert_eq!(
+            synth_sizes(&odd_heads),
+            Err(Error::InvalidHeads {
+                n_head: 3,
+                n_kv_head: 2,
+                head_dim: 21
+            })
+        );
+        assert!(synth_sizes(&SynthSpec::TINY).is_ok());
+    }
 }

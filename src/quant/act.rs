@@ -233,13 +233,19 @@ fn q8_round_nz(vb: u32, mi: u64, ei: i32) -> i32 {
 pub(crate) type QuantRowFn = fn(&[F32], &mut [i8], &mut [ActScale], &mut [ChunkScale]) -> u8;
 
 /// The row quantizer: [`quantize_row_q8`], or the same code compiled for the
-/// CPU's SIMD (`quant::simd_x86`; identical integers).
+/// CPU's SIMD ([`crate::simd`]; identical integers).
 fn row_q8() -> QuantRowFn {
-    #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    if let Some(f) = super::simd_x86::quantize_fns() {
-        return f;
-    }
-    quantize_row_q8
+    quantize_builds::best_fn()
+}
+
+crate::simd::multiversion! {
+    /// Builds of [`quantize_row_q8`].
+    mod quantize_builds = quantize_row_q8(
+        x: &[F32],
+        qs: &mut [i8],
+        sc: &mut [ActScale],
+        ch: &mut [ChunkScale],
+    ) -> u8;
 }
 
 /// One row into Q8 blocks (`qs`, `sc`) and its chunk ranges (`ch`);
@@ -629,10 +635,7 @@ mod tests {
     /// element-by-element `q8_round` / soft-float formula it replaces.
     #[test]
     fn quantizer_builds_equal_portable() {
-        #[cfg(all(feature = "std", target_arch = "x86_64"))]
-        let builds = crate::quant::simd_x86::quantize_variants();
-        #[cfg(not(all(feature = "std", target_arch = "x86_64")))]
-        let builds: [Option<QuantRowFn>; 0] = [];
+        let builds = quantize_builds::builds();
         let mut next = crate::testutil::lcg(0x2545_F491_4F6C_DD1Du64);
         const N: usize = 64 * QK;
         for round in 0..200 {

@@ -20,6 +20,7 @@ use super::block::{
     BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0, BlockQ5_1, BlockQ6_K, BlockQ8_0, QK, QK_K, blocks,
 };
 use crate::{Error, F32, Result};
+use bytemuck::Pod;
 
 #[inline(always)]
 fn h(x: u16) -> F32 {
@@ -61,94 +62,13 @@ pub fn dequantize_row(ty: GgmlType, data: &[u8], out: &mut [F32]) -> Result<()> 
                 *o = F32::from_bf16_bits(u16::from_le_bytes([c[0], c[1]]));
             }
         }
-        GgmlType::Q4_0 => {
-            for (b, y) in blocks::<BlockQ4_0>(data)?
-                .iter()
-                .zip(out.chunks_exact_mut(QK))
-            {
-                let d = h(b.d());
-                for j in 0..16 {
-                    y[j] = i((b.qs[j] & 15) as i32 - 8) * d;
-                    y[j + 16] = i((b.qs[j] >> 4) as i32 - 8) * d;
-                }
-            }
-        }
-        GgmlType::Q4_1 => {
-            for (b, y) in blocks::<BlockQ4_1>(data)?
-                .iter()
-                .zip(out.chunks_exact_mut(QK))
-            {
-                let (d, m) = (h(b.d()), h(b.m()));
-                for j in 0..16 {
-                    y[j] = i((b.qs[j] & 15) as i32) * d + m;
-                    y[j + 16] = i((b.qs[j] >> 4) as i32) * d + m;
-                }
-            }
-        }
-        GgmlType::Q5_0 => {
-            for (b, y) in blocks::<BlockQ5_0>(data)?
-                .iter()
-                .zip(out.chunks_exact_mut(QK))
-            {
-                let (d, qh) = (h(b.d()), b.qh());
-                for j in 0..16 {
-                    let (lo, hi) = q5_pair(b.qs[j], qh, j);
-                    y[j] = i(lo - 16) * d;
-                    y[j + 16] = i(hi - 16) * d;
-                }
-            }
-        }
-        GgmlType::Q5_1 => {
-            for (b, y) in blocks::<BlockQ5_1>(data)?
-                .iter()
-                .zip(out.chunks_exact_mut(QK))
-            {
-                let (d, m, qh) = (h(b.d()), h(b.m()), b.qh());
-                for j in 0..16 {
-                    let (lo, hi) = q5_pair(b.qs[j], qh, j);
-                    y[j] = i(lo) * d + m;
-                    y[j + 16] = i(hi) * d + m;
-                }
-            }
-        }
-        GgmlType::Q8_0 => {
-            for (b, y) in blocks::<BlockQ8_0>(data)?
-                .iter()
-                .zip(out.chunks_exact_mut(QK))
-            {
-                let d = h(b.d());
-                for (o, &q) in y.iter_mut().zip(b.qs.iter()) {
-                    *o = i(q as i32) * d;
-                }
-            }
-        }
-        GgmlType::Q4_K => {
-            for (b, y) in blocks::<BlockQ4_K>(data)?
-                .iter()
-                .zip(out.chunks_exact_mut(QK_K))
-            {
-                let (d, dmin) = (h(b.d()), h(b.dmin()));
-                for (j, ys) in y.chunks_exact_mut(32).enumerate() {
-                    let (sc, mn) = b.scale_min(j);
-                    let d1 = d * i(sc as i32);
-                    let m1 = dmin * i(mn as i32);
-                    for (l, o) in ys.iter_mut().enumerate() {
-                        *o = d1 * i(b.q(32 * j + l) as i32) - m1;
-                    }
-                }
-            }
-        }
-        GgmlType::Q6_K => {
-            for (b, y) in blocks::<BlockQ6_K>(data)?
-                .iter()
-                .zip(out.chunks_exact_mut(QK_K))
-            {
-                let d = h(b.d());
-                for (l, o) in y.iter_mut().enumerate() {
-                    *o = d * i(b.scales[l / 16] as i32) * i(b.q(l) as i32);
-                }
-            }
-        }
+        GgmlType::Q4_0 => each_block(data, out, q4_0_block)?,
+        GgmlType::Q4_1 => each_block(data, out, q4_1_block)?,
+        GgmlType::Q5_0 => each_block(data, out, q5_0_block)?,
+        GgmlType::Q5_1 => each_block(data, out, q5_1_block)?,
+        GgmlType::Q8_0 => each_block(data, out, q8_0_block)?,
+        GgmlType::Q4_K => each_block(data, out, q4_k_block)?,
+        GgmlType::Q6_K => each_block(data, out, q6_k_block)?,
         GgmlType::Q8_1 => {
             return Err(Error::UnsupportedType {
                 ggml_type: ty as u32,
@@ -156,6 +76,95 @@ pub fn dequantize_row(ty: GgmlType, data: &[u8], out: &mut [F32]) -> Result<()> 
         }
     }
     Ok(())
+}
+
+/// Calls `block(b, y)` for each block `b` of `data` and the `N` elements `y`
+/// of `out` it holds (`data` already checked to hold exactly `out`).
+#[inline(always)]
+fn each_block<B: Pod, const N: usize>(
+    data: &[u8],
+    out: &mut [F32],
+    block: impl Fn(&B, &mut [F32; N]),
+) -> Result<()> {
+    for (b, y) in blocks::<B>(data)?.iter().zip(out.as_chunks_mut::<N>().0) {
+        block(b, y);
+    }
+    Ok(())
+}
+
+/// Q4_0: `(q - 8) · d`; low nibbles are elements 0..16, high 16..32.
+#[inline(always)]
+fn q4_0_block(b: &BlockQ4_0, y: &mut [F32; QK]) {
+    let d = h(b.d());
+    for j in 0..16 {
+        y[j] = i((b.qs[j] & 15) as i32 - 8) * d;
+        y[j + 16] = i((b.qs[j] >> 4) as i32 - 8) * d;
+    }
+}
+
+/// Q4_1: `(q · d) + m`.
+#[inline(always)]
+fn q4_1_block(b: &BlockQ4_1, y: &mut [F32; QK]) {
+    let (d, m) = (h(b.d()), h(b.m()));
+    for j in 0..16 {
+        y[j] = i((b.qs[j] & 15) as i32) * d + m;
+        y[j + 16] = i((b.qs[j] >> 4) as i32) * d + m;
+    }
+}
+
+/// Q5_0: `(q - 16) · d`.
+#[inline(always)]
+fn q5_0_block(b: &BlockQ5_0, y: &mut [F32; QK]) {
+    let (d, qh) = (h(b.d()), b.qh());
+    for j in 0..16 {
+        let (lo, hi) = q5_pair(b.qs[j], qh, j);
+        y[j] = i(lo - 16) * d;
+        y[j + 16] = i(hi - 16) * d;
+    }
+}
+
+/// Q5_1: `(q · d) + m`.
+#[inline(always)]
+fn q5_1_block(b: &BlockQ5_1, y: &mut [F32; QK]) {
+    let (d, m, qh) = (h(b.d()), h(b.m()), b.qh());
+    for j in 0..16 {
+        let (lo, hi) = q5_pair(b.qs[j], qh, j);
+        y[j] = i(lo) * d + m;
+        y[j + 16] = i(hi) * d + m;
+    }
+}
+
+/// Q8_0: `q · d`.
+#[inline(always)]
+fn q8_0_block(b: &BlockQ8_0, y: &mut [F32; QK]) {
+    let d = h(b.d());
+    for (o, &q) in y.iter_mut().zip(b.qs.iter()) {
+        *o = i(q as i32) * d;
+    }
+}
+
+/// Q4_K: per 32-element sub-block `j`, `d1 · q - m1` with `d1 = d · sc`,
+/// `m1 = dmin · mn` rounded first.
+#[inline(always)]
+fn q4_k_block(b: &BlockQ4_K, y: &mut [F32; QK_K]) {
+    let (d, dmin) = (h(b.d()), h(b.dmin()));
+    for (j, ys) in y.chunks_exact_mut(32).enumerate() {
+        let (sc, mn) = b.scale_min(j);
+        let d1 = d * i(sc as i32);
+        let m1 = dmin * i(mn as i32);
+        for (l, o) in ys.iter_mut().enumerate() {
+            *o = d1 * i(b.q(32 * j + l) as i32) - m1;
+        }
+    }
+}
+
+/// Q6_K: `(d · sc) · q`, one scale per 16 elements.
+#[inline(always)]
+fn q6_k_block(b: &BlockQ6_K, y: &mut [F32; QK_K]) {
+    let d = h(b.d());
+    for (l, o) in y.iter_mut().enumerate() {
+        *o = d * i(b.scales[l / 16] as i32) * i(b.q(l) as i32);
+    }
 }
 
 /// The two 5-bit quants `(j, j + 16)` of a Q5 block, 0..=31 each.

@@ -16,7 +16,7 @@
 //! | Q4_K | `d·dy·sc_j·Σ q·y − dmin·dy·mn_j·Σ y` per 32-sub-block `j` |
 //! | Q6_K | `d·dy·(sc_2j·Σ_16 q·y + sc_2j+1·Σ_16 q·y)` |
 //!
-//! F16 weights: `Σ w_i·x_i` with `x_i` rounded to f16, exact ([`dot_f16`]).
+//! F16 weights: `Σ w_i·x_i` with `x_i` rounded to f16, exact ([`F16Acc`]).
 //! F32/BF16 weights: fixed-order soft f32, `acc = +0; acc = acc + w_i·x_i`
 //! left to right, two roundings per element ([`dot_f32_soft`]).
 
@@ -59,14 +59,10 @@ pub fn dot_row(ty: GgmlType, data: &[u8], y: &ActRow<'_>, n: usize) -> Result<F3
             found: data.len(),
         });
     }
-    let q8_ok = y.qs.len() == n && y.sc.len() * QK == n;
     let bad = |len: usize| Error::ShapeMismatch {
         expected: n,
         found: len,
     };
-    let d_bad = y.flags & FLAG_D_NONFINITE != 0;
-    let s_bad = y.flags & FLAG_S_NONFINITE != 0;
-    let mut acc = ExactAcc::default();
     match ty {
         GgmlType::F32 | GgmlType::BF16 => {
             if y.f.len() != n {
@@ -84,134 +80,158 @@ pub fn dot_row(ty: GgmlType, data: &[u8], y: &ActRow<'_>, n: usize) -> Result<F3
             }
             return Ok(fa.finish());
         }
-        _ if !q8_ok => return Err(bad(y.qs.len())),
-        GgmlType::Q4_0 => {
-            acc.nonfinite = d_bad;
-            for ((b, yq), s) in blocks::<BlockQ4_0>(data)?
-                .iter()
-                .zip(y.qs.chunks_exact(QK))
-                .zip(y.sc)
-            {
-                let sumi = nib_dot(&b.qs, yq) - 8 * s.bsum;
-                let (dm, dsh) = f16_fixed(b.d());
-                acc.nonfinite |= f16_nonfinite(b.d());
-                acc.add_shifted(sumi as i64 * (dm * s.dm) as i64, dsh + s.dsh);
-            }
-        }
-        GgmlType::Q4_1 => {
-            acc.nonfinite = d_bad | s_bad;
-            for ((b, yq), s) in blocks::<BlockQ4_1>(data)?
-                .iter()
-                .zip(y.qs.chunks_exact(QK))
-                .zip(y.sc)
-            {
-                let sumi = nib_dot(&b.qs, yq);
-                let (dm, dsh) = f16_fixed(b.d());
-                let (mm, msh) = f16_fixed(b.m());
-                acc.nonfinite |= f16_nonfinite(b.d()) | f16_nonfinite(b.m());
-                acc.add_shifted(sumi as i64 * (dm * s.dm) as i64, dsh + s.dsh);
-                acc.add_shifted((mm * s.sm) as i64, msh + s.ssh);
-            }
-        }
-        GgmlType::Q5_0 => {
-            acc.nonfinite = d_bad;
-            for ((b, yq), s) in blocks::<BlockQ5_0>(data)?
-                .iter()
-                .zip(y.qs.chunks_exact(QK))
-                .zip(y.sc)
-            {
-                let qh = b.qh();
-                let mut sumi = 0i32;
-                for j in 0..16 {
-                    let (lo, hi) = q5_pair(b.qs[j], qh, j);
-                    sumi += (lo - 16) * yq[j] as i32 + (hi - 16) * yq[j + 16] as i32;
-                }
-                let (dm, dsh) = f16_fixed(b.d());
-                acc.nonfinite |= f16_nonfinite(b.d());
-                acc.add_shifted(sumi as i64 * (dm * s.dm) as i64, dsh + s.dsh);
-            }
-        }
-        GgmlType::Q5_1 => {
-            acc.nonfinite = d_bad | s_bad;
-            for ((b, yq), s) in blocks::<BlockQ5_1>(data)?
-                .iter()
-                .zip(y.qs.chunks_exact(QK))
-                .zip(y.sc)
-            {
-                let qh = b.qh();
-                let mut sumi = 0i32;
-                for j in 0..16 {
-                    let (lo, hi) = q5_pair(b.qs[j], qh, j);
-                    sumi += lo * yq[j] as i32 + hi * yq[j + 16] as i32;
-                }
-                let (dm, dsh) = f16_fixed(b.d());
-                let (mm, msh) = f16_fixed(b.m());
-                acc.nonfinite |= f16_nonfinite(b.d()) | f16_nonfinite(b.m());
-                acc.add_shifted(sumi as i64 * (dm * s.dm) as i64, dsh + s.dsh);
-                acc.add_shifted((mm * s.sm) as i64, msh + s.ssh);
-            }
-        }
-        GgmlType::Q8_0 => {
-            acc.nonfinite = d_bad;
-            for ((b, yq), s) in blocks::<BlockQ8_0>(data)?
-                .iter()
-                .zip(y.qs.chunks_exact(QK))
-                .zip(y.sc)
-            {
-                let sumi = i8_dot(&b.qs, yq);
-                let (dm, dsh) = f16_fixed(b.d());
-                acc.nonfinite |= f16_nonfinite(b.d());
-                acc.add_shifted(sumi as i64 * (dm * s.dm) as i64, dsh + s.dsh);
-            }
-        }
-        GgmlType::Q4_K => {
-            acc.nonfinite = d_bad;
-            let sbs = y.qs.chunks_exact(256).zip(y.sc.chunks_exact(8));
-            for (b, (yq, ys)) in blocks::<BlockQ4_K>(data)?.iter().zip(sbs) {
-                let (dm, dsh) = f16_fixed(b.d());
-                let (nm, nsh) = f16_fixed(b.dmin());
-                acc.nonfinite |= f16_nonfinite(b.d()) | f16_nonfinite(b.dmin());
-                for (j, s) in ys.iter().enumerate() {
-                    let (sc, mn) = b.scale_min(j);
-                    let mut sumq = 0i32;
-                    for l in 0..32 {
-                        sumq += b.q(32 * j + l) as i32 * yq[32 * j + l] as i32;
-                    }
-                    acc.add_shifted((sc as i32 * sumq) as i64 * (dm * s.dm) as i64, dsh + s.dsh);
-                    acc.add_shifted(
-                        -((mn as i32 * s.bsum) as i64 * (nm * s.dm) as i64),
-                        nsh + s.dsh,
-                    );
-                }
-            }
-        }
-        GgmlType::Q6_K => {
-            acc.nonfinite = d_bad;
-            let sbs = y.qs.chunks_exact(256).zip(y.sc.chunks_exact(8));
-            for (b, (yq, ys)) in blocks::<BlockQ6_K>(data)?.iter().zip(sbs) {
-                let (dm, dsh) = f16_fixed(b.d());
-                acc.nonfinite |= f16_nonfinite(b.d());
-                for (j, s) in ys.iter().enumerate() {
-                    let mut sumi = 0i32;
-                    for g in 0..2 {
-                        let mut sq = 0i32;
-                        for l in 0..16 {
-                            let i = 32 * j + 16 * g + l;
-                            sq += b.q(i) as i32 * yq[i] as i32;
-                        }
-                        sumi += b.scales[2 * j + g] as i32 * sq;
-                    }
-                    acc.add_shifted(sumi as i64 * (dm * s.dm) as i64, dsh + s.dsh);
-                }
-            }
-        }
-        GgmlType::Q8_1 => {
+        _ => {}
+    }
+    if y.qs.len() != n || y.sc.len() * QK != n {
+        return Err(bad(y.qs.len()));
+    }
+    let d_bad = y.flags & FLAG_D_NONFINITE != 0;
+    let s_bad = y.flags & FLAG_S_NONFINITE != 0;
+    let acc = match ty {
+        GgmlType::Q4_0 => dot_q4_0(blocks(data)?, y, d_bad),
+        GgmlType::Q4_1 => dot_q4_1(blocks(data)?, y, d_bad | s_bad),
+        GgmlType::Q5_0 => dot_q5_0(blocks(data)?, y, d_bad),
+        GgmlType::Q5_1 => dot_q5_1(blocks(data)?, y, d_bad | s_bad),
+        GgmlType::Q8_0 => dot_q8_0(blocks(data)?, y, d_bad),
+        GgmlType::Q4_K => dot_q4_k(blocks(data)?, y, d_bad),
+        GgmlType::Q6_K => dot_q6_k(blocks(data)?, y, d_bad),
+        GgmlType::F32 | GgmlType::BF16 | GgmlType::F16 | GgmlType::Q8_1 => {
             return Err(Error::UnsupportedType {
                 ggml_type: ty as u32,
             });
         }
-    }
+    };
     Ok(acc.finish())
+}
+
+/// The per-block terms of a Q4_0 row (module docs' table), summed exactly;
+/// `nonfinite` starts as the activation row's flag.
+#[inline(always)]
+fn dot_q4_0(bs: &[BlockQ4_0], y: &ActRow<'_>, nonfinite: bool) -> ExactAcc {
+    let mut acc = ExactAcc { sum: 0, nonfinite };
+    for ((b, yq), s) in bs.iter().zip(y.qs.chunks_exact(QK)).zip(y.sc) {
+        let sumi = nib_dot(&b.qs, yq) - 8 * s.bsum;
+        let (dm, dsh) = f16_fixed(b.d());
+        acc.nonfinite |= f16_nonfinite(b.d());
+        acc.add_shifted(sumi as i64 * (dm * s.dm) as i64, dsh + s.dsh);
+    }
+    acc
+}
+
+/// [`dot_q4_0`] for Q4_1 (with the `m·s` term).
+#[inline(always)]
+fn dot_q4_1(bs: &[BlockQ4_1], y: &ActRow<'_>, nonfinite: bool) -> ExactAcc {
+    let mut acc = ExactAcc { sum: 0, nonfinite };
+    for ((b, yq), s) in bs.iter().zip(y.qs.chunks_exact(QK)).zip(y.sc) {
+        let sumi = nib_dot(&b.qs, yq);
+        let (dm, dsh) = f16_fixed(b.d());
+        let (mm, msh) = f16_fixed(b.m());
+        acc.nonfinite |= f16_nonfinite(b.d()) | f16_nonfinite(b.m());
+        acc.add_shifted(sumi as i64 * (dm * s.dm) as i64, dsh + s.dsh);
+        acc.add_shifted((mm * s.sm) as i64, msh + s.ssh);
+    }
+    acc
+}
+
+/// [`dot_q4_0`] for Q5_0.
+#[inline(always)]
+fn dot_q5_0(bs: &[BlockQ5_0], y: &ActRow<'_>, nonfinite: bool) -> ExactAcc {
+    let mut acc = ExactAcc { sum: 0, nonfinite };
+    for ((b, yq), s) in bs.iter().zip(y.qs.chunks_exact(QK)).zip(y.sc) {
+        let qh = b.qh();
+        let mut sumi = 0i32;
+        for j in 0..16 {
+            let (lo, hi) = q5_pair(b.qs[j], qh, j);
+            sumi += (lo - 16) * yq[j] as i32 + (hi - 16) * yq[j + 16] as i32;
+        }
+        let (dm, dsh) = f16_fixed(b.d());
+        acc.nonfinite |= f16_nonfinite(b.d());
+        acc.add_shifted(sumi as i64 * (dm * s.dm) as i64, dsh + s.dsh);
+    }
+    acc
+}
+
+/// [`dot_q4_0`] for Q5_1 (with the `m·s` term).
+#[inline(always)]
+fn dot_q5_1(bs: &[BlockQ5_1], y: &ActRow<'_>, nonfinite: bool) -> ExactAcc {
+    let mut acc = ExactAcc { sum: 0, nonfinite };
+    for ((b, yq), s) in bs.iter().zip(y.qs.chunks_exact(QK)).zip(y.sc) {
+        let qh = b.qh();
+        let mut sumi = 0i32;
+        for j in 0..16 {
+            let (lo, hi) = q5_pair(b.qs[j], qh, j);
+            sumi += lo * yq[j] as i32 + hi * yq[j + 16] as i32;
+        }
+        let (dm, dsh) = f16_fixed(b.d());
+        let (mm, msh) = f16_fixed(b.m());
+        acc.nonfinite |= f16_nonfinite(b.d()) | f16_nonfinite(b.m());
+        acc.add_shifted(sumi as i64 * (dm * s.dm) as i64, dsh + s.dsh);
+        acc.add_shifted((mm * s.sm) as i64, msh + s.ssh);
+    }
+    acc
+}
+
+/// [`dot_q4_0`] for Q8_0.
+#[inline(always)]
+fn dot_q8_0(bs: &[BlockQ8_0], y: &ActRow<'_>, nonfinite: bool) -> ExactAcc {
+    let mut acc = ExactAcc { sum: 0, nonfinite };
+    for ((b, yq), s) in bs.iter().zip(y.qs.chunks_exact(QK)).zip(y.sc) {
+        let sumi = i8_dot(&b.qs, yq);
+        let (dm, dsh) = f16_fixed(b.d());
+        acc.nonfinite |= f16_nonfinite(b.d());
+        acc.add_shifted(sumi as i64 * (dm * s.dm) as i64, dsh + s.dsh);
+    }
+    acc
+}
+
+/// [`dot_q4_0`] for Q4_K (per 32-sub-block `j`: the scale term and the
+/// `dmin` term).
+#[inline(always)]
+fn dot_q4_k(bs: &[BlockQ4_K], y: &ActRow<'_>, nonfinite: bool) -> ExactAcc {
+    let mut acc = ExactAcc { sum: 0, nonfinite };
+    let sbs = y.qs.chunks_exact(256).zip(y.sc.chunks_exact(8));
+    for (b, (yq, ys)) in bs.iter().zip(sbs) {
+        let (dm, dsh) = f16_fixed(b.d());
+        let (nm, nsh) = f16_fixed(b.dmin());
+        acc.nonfinite |= f16_nonfinite(b.d()) | f16_nonfinite(b.dmin());
+        for (j, s) in ys.iter().enumerate() {
+            let (sc, mn) = b.scale_min(j);
+            let mut sumq = 0i32;
+            for l in 0..32 {
+                sumq += b.q(32 * j + l) as i32 * yq[32 * j + l] as i32;
+            }
+            acc.add_shifted((sc as i32 * sumq) as i64 * (dm * s.dm) as i64, dsh + s.dsh);
+            acc.add_shifted(
+                -((mn as i32 * s.bsum) as i64 * (nm * s.dm) as i64),
+                nsh + s.dsh,
+            );
+        }
+    }
+    acc
+}
+
+/// [`dot_q4_0`] for Q6_K (two 16-element scales per 32-sub-block).
+#[inline(always)]
+fn dot_q6_k(bs: &[BlockQ6_K], y: &ActRow<'_>, nonfinite: bool) -> ExactAcc {
+    let mut acc = ExactAcc { sum: 0, nonfinite };
+    let sbs = y.qs.chunks_exact(256).zip(y.sc.chunks_exact(8));
+    for (b, (yq, ys)) in bs.iter().zip(sbs) {
+        let (dm, dsh) = f16_fixed(b.d());
+        acc.nonfinite |= f16_nonfinite(b.d());
+        for (j, s) in ys.iter().enumerate() {
+            let mut sumi = 0i32;
+            for g in 0..2 {
+                let mut sq = 0i32;
+                for l in 0..16 {
+                    let i = 32 * j + 16 * g + l;
+                    sq += b.q(i) as i32 * yq[i] as i32;
+                }
+                sumi += b.scales[2 * j + g] as i32 * sq;
+            }
+            acc.add_shifted(sumi as i64 * (dm * s.dm) as i64, dsh + s.dsh);
+        }
+    }
+    acc
 }
 
 /// Fixed-order soft dot of an F32 or BF16 row with F32 inputs:

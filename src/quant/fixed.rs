@@ -7,7 +7,7 @@
 //! * subnormal (`e = 0`): `mant = frac`, `sh = 0`.
 //!
 //! A product of two such values is `ma · mb · 2^(sha + shb - 48)`, an integer
-//! multiple of [`QUANTUM`] = 2^-48. Every exact dot product in this crate
+//! multiple of 2^[`QUANTUM_EXP`] = 2^-48. Every exact dot product in this crate
 //! accumulates its terms as integers in units of 2^-48 in an `i128` and rounds
 //! once with [`F32::from_i128_scaled`]. See `docs/ARITHMETIC.md` for the bound.
 

@@ -18,8 +18,6 @@ pub mod dot;
 pub mod fast;
 pub mod fixed;
 pub mod matrix;
-#[cfg(all(feature = "std", target_arch = "x86_64"))]
-pub(crate) mod simd_x86;
 
 pub use act::{ActKind, ActRow, ActScale, QActs, quantize_row_q8_0, quantize_row_q8_1};
 pub use dequant::dequantize_row;

@@ -53,7 +53,9 @@
 //! * Pre-tokenizers other than the two families above are
 //!   [`TokenizerError::UnsupportedPre`].
 
+use crate::error::Name;
 use crate::{Arena, Error, Result};
+use core::fmt;
 
 pub mod bpe;
 pub mod chat;
@@ -77,10 +79,16 @@ pub enum TokenizerError {
     /// `tokenizer.ggml.model` is missing.
     MissingModel,
     /// `tokenizer.ggml.model` is neither `gpt2` nor `llama`.
-    UnsupportedModel,
-    /// `tokenizer.ggml.pre` names a pre-tokenizer this crate does not implement
-    /// (or is missing for a `gpt2` vocabulary).
-    UnsupportedPre,
+    UnsupportedModel {
+        /// The vocabulary type the file names (its UTF-8 prefix, if it is not UTF-8).
+        name: Name,
+    },
+    /// `tokenizer.ggml.pre` names a pre-tokenizer this crate does not implement,
+    /// or is missing (`None`) for a `gpt2` vocabulary.
+    UnsupportedPre {
+        /// The pre-tokenizer the file names.
+        name: Option<Name>,
+    },
     /// `tokenizer.ggml.tokens` is missing or empty, or has more than `u32::MAX - 2` entries.
     BadTokenCount {
         /// Number of tokens found.
@@ -103,6 +111,8 @@ pub enum TokenizerError {
     },
     /// A per-token array (`token_type`, `scores`) has the wrong length.
     ArrayLength {
+        /// The array's metadata key ([`vocab::keys::TOKEN_TYPE`] or [`vocab::keys::SCORES`]).
+        key: &'static str,
         /// Expected length (the number of tokens).
         expected: usize,
         /// Length found.
@@ -134,9 +144,87 @@ pub enum TokenizerError {
         /// The byte.
         byte: u8,
     },
-    /// The BOS/EOS token must be added but the vocabulary has none.
-    NoSpecialToken,
+    /// The BOS or EOS token must be added but the vocabulary has none.
+    NoSpecialToken {
+        /// Which token: `"BOS"` or `"EOS"`.
+        which: &'static str,
+    },
 }
+
+impl fmt::Display for TokenizerError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use TokenizerError as E;
+        match *self {
+            E::MissingModel => write!(f, "{} is missing", vocab::keys::MODEL),
+            E::UnsupportedModel { name } => write!(
+                f,
+                "unsupported vocabulary type \"{name}\" ({}; gpt2 and llama are supported)",
+                vocab::keys::MODEL
+            ),
+            E::UnsupportedPre { name: Some(name) } => {
+                write!(
+                    f,
+                    "unsupported pre-tokenizer \"{name}\" ({})",
+                    vocab::keys::PRE
+                )
+            }
+            E::UnsupportedPre { name: None } => {
+                write!(
+                    f,
+                    "{} is missing (a gpt2 vocabulary needs it)",
+                    vocab::keys::PRE
+                )
+            }
+            E::BadTokenCount { n } => write!(
+                f,
+                "{} has {n} tokens (need 1 to {})",
+                vocab::keys::TOKENS,
+                NONE - 2
+            ),
+            E::EmptyToken { id } => write!(f, "token {id} has empty text"),
+            E::DuplicateToken { id } => {
+                write!(f, "token {id} repeats the text of a token with a lower id")
+            }
+            E::TokenOutsideBase { id } => write!(
+                f,
+                "token {id}: text lies outside the buffer the vocabulary is borrowed from"
+            ),
+            E::ArrayLength {
+                key,
+                expected,
+                found,
+            } => write!(
+                f,
+                "{key} has {found} entries, expected {expected} (one per token)"
+            ),
+            E::MissingMerges => write!(
+                f,
+                "{} is missing (a gpt2 vocabulary needs it)",
+                vocab::keys::MERGES
+            ),
+            E::BadMerge { rank } => write!(
+                f,
+                "merge {rank}: its left part, right part or their concatenation is not a token"
+            ),
+            E::NanScore { id } => write!(f, "token {id} has a NaN score"),
+            E::TooManyEog => write!(f, "more than {MAX_EOG} end-of-generation tokens"),
+            E::InputTooLong { len, max } => write!(
+                f,
+                "input of {len} bytes is longer than the workspace's {max}"
+            ),
+            E::NoByteToken { byte } => write!(
+                f,
+                "no token for byte 0x{byte:02X} (neither <0x{byte:02X}> nor the byte itself)"
+            ),
+            E::NoSpecialToken { which } => write!(
+                f,
+                "the {which} token must be added but the vocabulary has none"
+            ),
+        }
+    }
+}
+
+impl core::error::Error for TokenizerError {}
 
 /// Token attributes (llama.cpp's `llama_token_attr` bits, from `tokenizer.ggml.token_type`).
 pub mod attr {
@@ -398,7 +486,10 @@ impl<'a> Tokenizer<'a> {
         }
         let mut sink = Sink { buf: out, n: 0 };
         if opts.add_special && self.add_bos {
-            sink.push(self.bos.ok_or(TokenizerError::NoSpecialToken)?)?;
+            sink.push(
+                self.bos
+                    .ok_or(TokenizerError::NoSpecialToken { which: "BOS" })?,
+            )?;
         }
         let Workspace {
             marks,
@@ -442,7 +533,10 @@ impl<'a> Tokenizer<'a> {
             }
         }
         if opts.add_special && self.add_eos {
-            sink.push(self.eos.ok_or(TokenizerError::NoSpecialToken)?)?;
+            sink.push(
+                self.eos
+                    .ok_or(TokenizerError::NoSpecialToken { which: "EOS" })?,
+            )?;
         }
         Ok(sink.n)
     }
@@ -647,5 +741,91 @@ pub(crate) mod queue {
             i = m;
         }
         Some(top)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::fmt::Write;
+
+    /// One `Display` output in a fixed buffer (the library tests run without `std`).
+    struct Line {
+        buf: [u8; 200],
+        len: usize,
+    }
+
+    impl Write for Line {
+        fn write_str(&mut self, s: &str) -> fmt::Result {
+            let end = self.len + s.len();
+            self.buf
+                .get_mut(self.len..end)
+                .ok_or(fmt::Error)?
+                .copy_from_slice(s.as_bytes());
+            self.len = end;
+            Ok(())
+        }
+    }
+
+    fn shown(e: impl fmt::Display, out: &mut Line) -> &str {
+        out.len = 0;
+        write!(out, "{e}").unwrap();
+        core::str::from_utf8(&out.buf[..out.len]).unwrap()
+    }
+
+    #[test]
+    fn errors_display_what_and_where() {
+        let mut l = Line {
+            buf: [0; 200],
+            len: 0,
+        };
+        let pre = TokenizerError::UnsupportedPre {
+            name: Some(Name::new("qwen2")),
+        };
+        assert_eq!(
+            shown(pre, &mut l),
+            "unsupported pre-tokenizer \"qwen2\" (tokenizer.ggml.pre)"
+        );
+        assert_eq!(
+            shown(Error::from(pre), &mut l),
+            "tokenizer: unsupported pre-tokenizer \"qwen2\" (tokenizer.ggml.pre)"
+        );
+        assert_eq!(
+            shown(
+                TokenizerError::ArrayLength {
+                    key: vocab::keys::SCORES,
+                    expected: 12,
+                    found: 10
+                },
+                &mut l
+            ),
+            "tokenizer.ggml.scores has 10 entries, expected 12 (one per token)"
+        );
+        assert_eq!(
+            shown(TokenizerError::NoByteToken { byte: 0xE2 }, &mut l),
+            "no token for byte 0xE2 (neither <0xE2> nor the byte itself)"
+        );
+        // Every variant: one non-empty line.
+        let all = [
+            TokenizerError::MissingModel,
+            TokenizerError::UnsupportedModel {
+                name: Name::new("bert"),
+            },
+            TokenizerError::UnsupportedPre { name: None },
+            TokenizerError::BadTokenCount { n: 0 },
+            TokenizerError::EmptyToken { id: 3 },
+            TokenizerError::DuplicateToken { id: 3 },
+            TokenizerError::TokenOutsideBase { id: 3 },
+            TokenizerError::MissingMerges,
+            TokenizerError::BadMerge { rank: 7 },
+            TokenizerError::NanScore { id: 3 },
+            TokenizerError::TooManyEog,
+            TokenizerError::InputTooLong { len: 5, max: 4 },
+            TokenizerError::NoSpecialToken { which: "BOS" },
+        ];
+        for e in all {
+            let s = shown(e, &mut l);
+            assert!(!s.is_empty() && !s.contains('\n'), "{e:?}");
+        }
     }
 }

@@ -94,7 +94,8 @@ fn try_add_bigram(
     )
 }
 
-/// Encode one raw fragment (SentencePiece) into `out`.
+/// Encode one raw fragment (SentencePiece) into `out`: the module's steps
+/// 1–6, one call each.
 pub(crate) fn encode_fragment(
     tok: &Tokenizer<'_>,
     raw: &str,
@@ -102,8 +103,18 @@ pub(crate) fn encode_fragment(
     work: &mut Work<'_, '_>,
     out: &mut Sink<'_>,
 ) -> Result<()> {
-    // Steps 1-2: escaped text into the scratch buffer.
-    let buf: &mut [u8] = work.text;
+    let text = escape_spaces(raw, space_prefix, work.text)?;
+    if text.is_empty() {
+        return Ok(());
+    }
+    let syms = split_chars(text, work.syms)?;
+    merge_by_score(tok, text, syms, work.heap)?;
+    emit_symbols(tok, text, syms, out)
+}
+
+/// Steps 1–2: `raw` with `"▁"` for every space (and one in front if
+/// `space_prefix`), written into `buf`; returns the written part.
+fn escape_spaces<'b>(raw: &str, space_prefix: bool, buf: &'b mut [u8]) -> Result<&'b [u8]> {
     let cap = buf.len();
     let mut n = 0usize;
     let mut put = |bytes: &[u8]| -> Result<()> {
@@ -127,14 +138,12 @@ pub(crate) fn encode_fragment(
             put(&[b])?;
         }
     }
-    let text: &[u8] = buf.get(..n).unwrap_or(&[]);
-    if text.is_empty() {
-        return Ok(());
-    }
+    Ok(buf.get(..n).unwrap_or(&[]))
+}
 
-    // Step 3: one symbol per character.
-    let syms: &mut [Symbol] = work.syms;
-    let heap: &mut [Bigram] = work.heap;
+/// Step 3: one symbol per UTF-8 character of `text` (non-empty), linked in
+/// order; returns the used part of `syms`.
+fn split_chars<'s>(text: &[u8], syms: &'s mut [Symbol]) -> Result<&'s mut [Symbol]> {
     let mut count = 0usize;
     let mut off = 0usize;
     while off < text.len() {
@@ -154,11 +163,20 @@ pub(crate) fn encode_fragment(
         };
         count += 1;
     }
-    let syms = syms.get_mut(..count).unwrap_or(&mut []);
+    Ok(syms.get_mut(..count).unwrap_or(&mut []))
+}
 
-    // Step 4-5: merge by score.
+/// Steps 4–5: queue every adjacent pair that forms a token, then merge the
+/// best-scoring valid pair and queue its two new neighbour pairs until the
+/// queue is empty. Merged-away symbols are left with `n == 0`.
+fn merge_by_score(
+    tok: &Tokenizer<'_>,
+    text: &[u8],
+    syms: &mut [Symbol],
+    heap: &mut [Bigram],
+) -> Result<()> {
     let mut len = 0usize;
-    for i in 1..count as u32 {
+    for i in 1..syms.len() as u32 {
         try_add_bigram(tok, text, syms, heap, &mut len, i - 1, i)?;
     }
     while let Some(bg) = queue::pop(heap, &mut len) {
@@ -181,8 +199,16 @@ pub(crate) fn encode_fragment(
         try_add_bigram(tok, text, syms, heap, &mut len, l.prev, bg.left)?;
         try_add_bigram(tok, text, syms, heap, &mut len, bg.left, r.next)?;
     }
+    Ok(())
+}
 
-    // Step 6: emit.
+/// Step 6: each remaining symbol as its token, or as byte tokens.
+fn emit_symbols(
+    tok: &Tokenizer<'_>,
+    text: &[u8],
+    syms: &[Symbol],
+    out: &mut Sink<'_>,
+) -> Result<()> {
     let mut i = 0u32;
     while let Some(s) = syms.get(i as usize) {
         let start = s.start as usize;

@@ -3,7 +3,7 @@
 //! The GPT-2 splitter (`unicode_regex_split_custom_gpt2`) and the `\p{N}`
 //! digit pre-split need four facts per codepoint: letter (`\p{L}`), number
 //! (`\p{N}`), whitespace (`\s`), or other. Letter and number come from the
-//! generated run table in [`super::unicode_table`] (Unicode 15.1.0, identical
+//! generated run table in `tokenizer::unicode_table` (Unicode 15.1.0, identical
 //! to llama.cpp's `unicode-data.cpp` for these classes; regenerate with
 //! `scripts/gen_unicode_tables.py`). Whitespace is Unicode's `White_Space`
 //! property, the 25 codepoints of llama.cpp's `unicode_set_whitespace`.

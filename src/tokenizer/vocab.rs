@@ -1,5 +1,6 @@
 //! The vocabulary: token texts borrowed zero-copy, a sorted index for
-//! text → id, attributes, scores, decoded pieces; and [`build`], which reads
+//! text → id, attributes, scores, decoded pieces; and `build` (behind
+//! [`Tokenizer::build`]), which reads
 //! a [`VocabSource`] (a GGUF file, or plain slices in tests) into a
 //! [`Tokenizer`].
 //!
@@ -10,10 +11,11 @@
 //! sorted by the id pair, so the BPE loop never compares strings.
 
 use super::{MAX_EOG, Model, NONE, Tokenizer, TokenizerError, attr, bpe, decode, pretok, spm};
+use crate::error::Name;
 use crate::{Arena, Error, Result};
 use core::cmp::Ordering;
 
-/// Metadata keys read by [`build`] (llama.cpp's names).
+/// Metadata keys read by [`Tokenizer::build`] (llama.cpp's names).
 pub mod keys {
     /// Vocabulary type: `gpt2` or `llama`.
     pub const MODEL: &str = "tokenizer.ggml.model";
@@ -266,7 +268,10 @@ fn pre_of(name: Option<&[u8]>) -> Result<pretok::Pre> {
     match name {
         Some(n) if DIGITS.contains(&n) => Ok(pretok::Pre::Digits),
         Some(n) if GPT2.contains(&n) => Ok(pretok::Pre::Gpt2),
-        _ => Err(TokenizerError::UnsupportedPre.into()),
+        _ => Err(TokenizerError::UnsupportedPre {
+            name: name.map(name_of),
+        }
+        .into()),
     }
 }
 
@@ -313,31 +318,96 @@ const EOG_TEXTS: [&[u8]; 7] = [
 ];
 
 /// Build a [`Tokenizer`] (see [`Tokenizer::build`]).
+///
+/// One named step per part of the tokenizer. Each reads or carves what the
+/// later ones need; their order fixes the arena layout and which error a
+/// malformed vocabulary reports first, so keep it.
 pub(crate) fn build<'a, S: VocabSource<'a>>(
     src: &S,
     arena: &mut Arena<'a>,
 ) -> Result<Tokenizer<'a>> {
-    // Vocabulary type and defaults (llama_vocab::impl::load).
-    let model_name = src
-        .get_str(keys::MODEL)?
-        .ok_or(TokenizerError::MissingModel)?;
-    let model = match model_name {
-        b"gpt2" => Model::Bpe(pre_of(src.get_str(keys::PRE)?)?),
-        b"llama" => Model::Spm,
-        _ => return Err(TokenizerError::UnsupportedModel.into()),
-    };
+    let model = read_model(src)?;
     let is_spm = model == Model::Spm;
-    let (mut bos, mut eos) = if is_spm { (1u32, 2u32) } else { (11, 11) };
-    let mut add_bos = is_spm;
-    let mut add_space_prefix = is_spm;
-
     let n = src.n_tokens()?;
     if n == 0 || n >= (NONE - 1) as usize {
         return Err(TokenizerError::BadTokenCount { n }.into());
     }
     let base = src.base();
+    let (spans, total_bytes) = token_spans(src, base, n, arena)?;
+    let attrs = token_attrs(src, n, arena)?;
+    let scores = token_scores(src, n, is_spm, arena)?;
+    let mut vocab = index_texts(base, spans, scores, arena)?;
+    let flags = read_flags(src, is_spm, n as u32)?;
+    let (eog, n_eog) = mark_special_ids(src, &vocab, attrs, flags.eos)?;
+    let attrs: &'a [u8] = attrs;
+    vocab.attrs = attrs;
+    let specials = special_cache(&vocab, arena)?;
+    decode_pieces(&mut vocab, is_spm, total_bytes, arena)?;
+    let byte_token = byte_tokens(&vocab, is_spm);
+    let merges = if is_spm {
+        &[]
+    } else {
+        merge_table(src, &vocab, arena)?
+    };
+    let merges_by_left = index_merges_by_left(merges, n, is_spm, arena)?;
+    Ok(Tokenizer {
+        model,
+        vocab,
+        merges,
+        merges_by_left,
+        byte_token,
+        specials,
+        bos: flags.bos,
+        eos: flags.eos,
+        add_bos: flags.add_bos,
+        add_eos: flags.add_eos,
+        add_space_prefix: flags.add_space_prefix,
+        eog,
+        n_eog,
+    })
+}
 
-    // Token spans.
+/// The vocabulary type and, for `gpt2`, its pre-tokenizer (llama.cpp
+/// `llama_vocab::impl::load`).
+fn read_model<'a, S: VocabSource<'a>>(src: &S) -> Result<Model> {
+    let name = src
+        .get_str(keys::MODEL)?
+        .ok_or(TokenizerError::MissingModel)?;
+    match name {
+        b"gpt2" => Ok(Model::Bpe(pre_of(src.get_str(keys::PRE)?)?)),
+        b"llama" => Ok(Model::Spm),
+        _ => Err(TokenizerError::UnsupportedModel {
+            name: name_of(name),
+        }
+        .into()),
+    }
+}
+
+/// `bytes` as an inline [`Name`] for an error message (its valid UTF-8 prefix).
+fn name_of(bytes: &[u8]) -> Name {
+    let text = match core::str::from_utf8(bytes) {
+        Ok(s) => s,
+        Err(e) => core::str::from_utf8(bytes.get(..e.valid_up_to()).unwrap_or(&[])).unwrap_or(""),
+    };
+    Name::new(text)
+}
+
+/// `text` of token `id` given the spans into `base` (empty if out of range).
+fn span_text<'a>(base: &'a [u8], spans: &[[u32; 2]], id: u32) -> &'a [u8] {
+    spans
+        .get(id as usize)
+        .and_then(|&[s, l]| base.get(s as usize..(s as usize).checked_add(l as usize)?))
+        .unwrap_or(&[])
+}
+
+/// (n,): each token's text as a `(start, len)` span into `base` (non-empty,
+/// inside `base`); and the texts' total length.
+fn token_spans<'a, S: VocabSource<'a>>(
+    src: &S,
+    base: &'a [u8],
+    n: usize,
+    arena: &mut Arena<'a>,
+) -> Result<(&'a [[u32; 2]], usize)> {
     let spans: &'a mut [[u32; 2]] = arena.alloc(n)?;
     let mut total_bytes = 0usize;
     let mut seen = 0usize;
@@ -359,33 +429,36 @@ pub(crate) fn build<'a, S: VocabSource<'a>>(
     if seen != n {
         return Err(TokenizerError::BadTokenCount { n: seen }.into());
     }
-    let spans: &'a [[u32; 2]] = spans;
+    Ok((spans, total_bytes))
+}
 
-    // Attributes.
+/// (n,): attribute bits from `token_type` (all [`attr::NORMAL`] without one).
+fn token_attrs<'a, S: VocabSource<'a>>(
+    src: &S,
+    n: usize,
+    arena: &mut Arena<'a>,
+) -> Result<&'a mut [u8]> {
     let attrs: &'a mut [u8] = arena.alloc_filled(n, attr::NORMAL)?;
     if let Some(len) = src.n_token_types()? {
-        if len != n {
-            return Err(TokenizerError::ArrayLength {
-                expected: n,
-                found: len,
-            }
-            .into());
-        }
+        check_array_len(keys::TOKEN_TYPE, n, len)?;
         for (i, a) in attrs.iter_mut().enumerate() {
             *a = attr::from_token_type(src.token_type(i)?);
         }
     }
+    Ok(attrs)
+}
 
-    // Scores (SPM only).
+/// (n,) for SPM, empty for BPE: scores as order-preserving keys (0.0
+/// without a score array; NaN rejected).
+fn token_scores<'a, S: VocabSource<'a>>(
+    src: &S,
+    n: usize,
+    is_spm: bool,
+    arena: &mut Arena<'a>,
+) -> Result<&'a [u32]> {
     let scores: &'a mut [u32] = arena.alloc(if is_spm { n } else { 0 })?;
     if is_spm && let Some(len) = src.n_scores()? {
-        if len != n {
-            return Err(TokenizerError::ArrayLength {
-                expected: n,
-                found: len,
-            }
-            .into());
-        }
+        check_array_len(keys::SCORES, n, len)?;
         for (i, s) in scores.iter_mut().enumerate() {
             let bits = src.score_bits(i)?;
             if is_nan(bits) {
@@ -396,18 +469,36 @@ pub(crate) fn build<'a, S: VocabSource<'a>>(
     } else if is_spm {
         scores.fill(score_key(0));
     }
+    Ok(scores)
+}
 
-    // Sorted index; duplicates are an error.
-    let sorted: &'a mut [u32] = arena.alloc(n)?;
+/// `Err(ArrayLength)` unless the per-token array `key` has `found == n` entries.
+fn check_array_len(key: &'static str, n: usize, found: usize) -> Result<()> {
+    if found != n {
+        return Err(TokenizerError::ArrayLength {
+            key,
+            expected: n,
+            found,
+        }
+        .into());
+    }
+    Ok(())
+}
+
+/// A [`Vocab`] with its text → id index (ids sorted by text, first-byte
+/// buckets, prefix keys); attributes and pieces are filled in later.
+/// Two tokens with the same text are an error.
+fn index_texts<'a>(
+    base: &'a [u8],
+    spans: &'a [[u32; 2]],
+    scores: &'a [u32],
+    arena: &mut Arena<'a>,
+) -> Result<Vocab<'a>> {
+    let text_of = |id: u32| span_text(base, spans, id);
+    let sorted: &'a mut [u32] = arena.alloc(spans.len())?;
     for (i, s) in sorted.iter_mut().enumerate() {
         *s = i as u32;
     }
-    let text_of = |id: u32| -> &'a [u8] {
-        spans
-            .get(id as usize)
-            .and_then(|&[s, l]| base.get(s as usize..(s as usize).checked_add(l as usize)?))
-            .unwrap_or(&[])
-    };
     sorted.sort_unstable_by(|&a, &b| text_of(a).cmp(text_of(b)).then(a.cmp(&b)));
     for w in sorted.windows(2) {
         if let [a, b] = *w
@@ -425,12 +516,11 @@ pub(crate) fn build<'a, S: VocabSource<'a>>(
             as u32;
     }
     bucket[256] = sorted.len() as u32;
-    let keys: &'a mut [u64] = arena.alloc(n)?;
+    let keys: &'a mut [u64] = arena.alloc(spans.len())?;
     for (k, &id) in keys.iter_mut().zip(sorted) {
         *k = prefix_key(text_of(id), &[]);
     }
-    let keys: &'a [u64] = keys;
-    let mut vocab = Vocab {
+    Ok(Vocab {
         base,
         spans,
         sorted,
@@ -441,27 +531,55 @@ pub(crate) fn build<'a, S: VocabSource<'a>>(
         pieces: &[],
         piece_spans: &[],
         max_piece_len: 0,
-    };
+    })
+}
 
-    // Special ids and flags from metadata (an out-of-range id keeps the default).
-    let nv = n as u32;
-    let id_key = |key: &str| -> Result<Option<u32>> { Ok(src.get_u32(key)?.filter(|&id| id < nv)) };
-    if let Some(id) = id_key(keys::BOS)? {
-        bos = id;
-    }
-    if let Some(id) = id_key(keys::EOS)? {
-        eos = id;
-    }
-    if let Some(b) = src.get_bool(keys::ADD_BOS)? {
-        add_bos = b;
-    }
+/// BOS/EOS and the add-token flags: the vocabulary type's defaults,
+/// overridden by metadata.
+struct Flags {
+    bos: Option<u32>,
+    eos: Option<u32>,
+    add_bos: bool,
+    add_eos: bool,
+    add_space_prefix: bool,
+}
+
+/// A special-token id from metadata; `None` if absent or not below `n_vocab`
+/// (an out-of-range id keeps the default, as in llama.cpp).
+fn id_in_vocab<'a, S: VocabSource<'a>>(src: &S, key: &str, n_vocab: u32) -> Result<Option<u32>> {
+    Ok(src.get_u32(key)?.filter(|&id| id < n_vocab))
+}
+
+/// [`Flags`] of a vocabulary of `n_vocab` tokens.
+fn read_flags<'a, S: VocabSource<'a>>(src: &S, is_spm: bool, n_vocab: u32) -> Result<Flags> {
+    let (default_bos, default_eos) = if is_spm { (1u32, 2u32) } else { (11, 11) };
+    let bos = id_in_vocab(src, keys::BOS, n_vocab)?.unwrap_or(default_bos);
+    let eos = id_in_vocab(src, keys::EOS, n_vocab)?.unwrap_or(default_eos);
+    let add_bos = src.get_bool(keys::ADD_BOS)?.unwrap_or(is_spm);
     let add_eos = src.get_bool(keys::ADD_EOS)?.unwrap_or(false);
-    if let Some(b) = src.get_bool(keys::ADD_SPACE_PREFIX)? {
-        add_space_prefix = b;
-    }
+    let add_space_prefix = src.get_bool(keys::ADD_SPACE_PREFIX)?.unwrap_or(is_spm);
+    Ok(Flags {
+        bos: (bos < n_vocab).then_some(bos),
+        eos: (eos < n_vocab).then_some(eos),
+        add_bos,
+        add_eos,
+        add_space_prefix,
+    })
+}
 
-    // Auto-detected special tokens: the first listed text present is taken
-    // and forced to CONTROL, as llama.cpp does.
+/// Detects the special tokens llama.cpp recognises by text (EOT, EOM, FIM),
+/// forces them to CONTROL in `attrs`, and returns the sorted
+/// end-of-generation set: FIM pad/repo/separator, the [`EOG_TEXTS`] present
+/// (also forced to CONTROL), EOS, EOT and EOM.
+fn mark_special_ids<'a, S: VocabSource<'a>>(
+    src: &S,
+    vocab: &Vocab<'a>,
+    attrs: &mut [u8],
+    eos: Option<u32>,
+) -> Result<([u32; MAX_EOG], usize)> {
+    let n_vocab = vocab.len() as u32;
+    // The id from metadata, else the first listed text present; either way
+    // forced to CONTROL only when found by text, as llama.cpp does.
     let mut force_control = |list: &[&[u8]], key: Option<u32>| -> Option<u32> {
         if key.is_some() {
             return key;
@@ -472,16 +590,15 @@ pub(crate) fn build<'a, S: VocabSource<'a>>(
         }
         Some(id)
     };
-    let eot = force_control(&EOT_TEXTS, id_key(keys::EOT)?);
-    let eom = force_control(&EOM_TEXTS, id_key(keys::EOM)?);
+    let eot = force_control(&EOT_TEXTS, id_in_vocab(src, keys::EOT, n_vocab)?);
+    let eom = force_control(&EOM_TEXTS, id_in_vocab(src, keys::EOM, n_vocab)?);
     let _ = force_control(&FIM_PRE_TEXTS, None);
     let _ = force_control(&FIM_SUF_TEXTS, None);
     let _ = force_control(&FIM_MID_TEXTS, None);
-    let fim_pad = force_control(&FIM_PAD_TEXTS, id_key(keys::FIM_PAD)?);
-    let fim_rep = force_control(&FIM_REP_TEXTS, id_key(keys::FIM_REP)?);
-    let fim_sep = force_control(&FIM_SEP_TEXTS, id_key(keys::FIM_SEP)?);
+    let fim_pad = force_control(&FIM_PAD_TEXTS, id_in_vocab(src, keys::FIM_PAD, n_vocab)?);
+    let fim_rep = force_control(&FIM_REP_TEXTS, id_in_vocab(src, keys::FIM_REP, n_vocab)?);
+    let fim_sep = force_control(&FIM_SEP_TEXTS, id_in_vocab(src, keys::FIM_SEP, n_vocab)?);
 
-    // End-of-generation set.
     let mut eog = [0u32; MAX_EOG];
     let mut n_eog = 0usize;
     let mut add_eog = |id: u32| -> Result<()> {
@@ -503,43 +620,54 @@ pub(crate) fn build<'a, S: VocabSource<'a>>(
             add_eog(id)?;
         }
     }
-    let bos = (bos < nv).then_some(bos);
-    let eos = (eos < nv).then_some(eos);
     for id in [eos, eot, eom].into_iter().flatten() {
         add_eog(id)?;
     }
     if let Some(s) = eog.get_mut(..n_eog) {
         s.sort_unstable();
     }
-    let attrs: &'a [u8] = attrs;
-    vocab.attrs = attrs;
+    Ok((eog, n_eog))
+}
 
-    // Special-token cache: control, user-defined, unknown; longest first.
+/// The special-token cache: ids of control, user-defined and unknown tokens
+/// whose text is UTF-8, longest text first (ties to the lower id).
+fn special_cache<'a>(vocab: &Vocab<'a>, arena: &mut Arena<'a>) -> Result<&'a [u32]> {
+    let n_vocab = vocab.len() as u32;
     let is_special = |id: u32| {
-        let a = attrs.get(id as usize).copied().unwrap_or(0);
+        let a = vocab.attr(id).unwrap_or(0);
         a & (attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN) != 0
             && core::str::from_utf8(vocab.text_or_empty(id)).is_ok()
     };
-    let n_special = (0..nv).filter(|&id| is_special(id)).count();
+    let n_special = (0..n_vocab).filter(|&id| is_special(id)).count();
     let specials: &'a mut [u32] = arena.alloc(n_special)?;
     for (slot, id) in specials
         .iter_mut()
-        .zip((0..nv).filter(|&id| is_special(id)))
+        .zip((0..n_vocab).filter(|&id| is_special(id)))
     {
         *slot = id;
     }
-    specials.sort_unstable_by(|&a, &b| text_of(b).len().cmp(&text_of(a).len()).then(a.cmp(&b)));
+    let len_of = |id: u32| vocab.text_or_empty(id).len();
+    specials.sort_unstable_by(|&a, &b| len_of(b).cmp(&len_of(a)).then(a.cmp(&b)));
+    Ok(specials)
+}
 
-    // Decoded pieces (special = true).
+/// Fills `vocab`'s decoded pieces (as decoded with `special = true`): one
+/// buffer of at most `total_bytes` and a span per token.
+fn decode_pieces<'a>(
+    vocab: &mut Vocab<'a>,
+    is_spm: bool,
+    total_bytes: usize,
+    arena: &mut Arena<'a>,
+) -> Result<()> {
     let pieces: &'a mut [u8] = arena.alloc(total_bytes)?;
-    let piece_spans: &'a mut [[u32; 2]] = arena.alloc(n)?;
+    let piece_spans: &'a mut [[u32; 2]] = arena.alloc(vocab.len())?;
     let mut at = 0usize;
     let mut max_piece_len = 0usize;
     for (id, span) in piece_spans.iter_mut().enumerate() {
         let id = id as u32;
-        let a = attrs.get(id as usize).copied().unwrap_or(0);
+        let a = vocab.attr(id).unwrap_or(0);
         let dst = pieces.get_mut(at..).ok_or(Error::SizeOverflow)?;
-        let len = decode::decode_token(is_spm, a, text_of(id), dst)?;
+        let len = decode::decode_token(is_spm, a, vocab.text_or_empty(id), dst)?;
         *span = [at as u32, len as u32];
         at += len;
         max_piece_len = max_piece_len.max(len);
@@ -547,8 +675,12 @@ pub(crate) fn build<'a, S: VocabSource<'a>>(
     vocab.pieces = pieces;
     vocab.piece_spans = piece_spans;
     vocab.max_piece_len = max_piece_len;
+    Ok(())
+}
 
-    // Byte → token table.
+/// Byte → token: SPM's `<0xXX>` (else the 1-byte token), or BPE's
+/// byte-level character; [`NONE`] where the vocabulary has neither.
+fn byte_tokens(vocab: &Vocab<'_>, is_spm: bool) -> [u32; 256] {
     let mut byte_token = [NONE; 256];
     for (b, slot) in byte_token.iter_mut().enumerate() {
         let b = b as u8;
@@ -565,71 +697,66 @@ pub(crate) fn build<'a, S: VocabSource<'a>>(
                 .unwrap_or(NONE)
         };
     }
+    byte_token
+}
 
-    // Merge table (BPE).
-    let merges: &'a [[u32; 4]] = if is_spm {
-        &[]
-    } else {
-        let n_merges = src.n_merges()?.ok_or(TokenizerError::MissingMerges)?;
-        let table: &'a mut [[u32; 4]] = arena.alloc(n_merges)?;
-        let mut used = 0usize;
-        src.for_each_merge(&mut |rank, m| {
-            let r = rank as u32;
-            // Split at the first space after the first byte (`find(' ', 1)`).
-            let Some(pos) = m.iter().skip(1).position(|&c| c == b' ').map(|p| p + 1) else {
-                return Ok(()); // ("", "") in llama.cpp: never matches
-            };
-            let (a, b) = (m.get(..pos).unwrap_or(&[]), m.get(pos + 1..).unwrap_or(&[]));
-            let bad = || Error::from(TokenizerError::BadMerge { rank: r });
-            let l = vocab.find(a).ok_or_else(bad)?;
-            let rt = vocab.find(b).ok_or_else(bad)?;
-            let res = vocab.find_concat(a, b).ok_or_else(bad)?;
-            *table.get_mut(used).ok_or_else(bad)? = [l, rt, res, r];
-            used += 1;
-            Ok(())
-        })?;
-        let table = table.get_mut(..used).unwrap_or(&mut []);
-        table.sort_unstable();
-        // Keep the first (lowest-rank) entry of each (left, right) pair.
-        let mut w = 0usize;
-        for i in 0..table.len() {
-            let keep = w == 0 || table[w - 1][..2] != table[i][..2];
-            if keep {
-                table[w] = table[i];
-                w += 1;
-            }
-        }
-        let table: &'a [[u32; 4]] = table;
-        table.get(..w).unwrap_or(&[])
-    };
-    // (n_vocab + 1,): merges[by_left[l]..by_left[l + 1]] have left id l.
-    let by_left: &'a mut [u32] = arena.alloc(if is_spm { 0 } else { n + 1 })?;
-    if !is_spm {
-        let mut m = 0usize;
-        for (l, slot) in by_left.iter_mut().enumerate() {
-            while merges.get(m).is_some_and(|e| (e[0] as usize) < l) {
-                m += 1;
-            }
-            *slot = m as u32;
+/// BPE merges resolved to `[left, right, result, rank]`, sorted by
+/// `(left, right)`, keeping the lowest rank of each pair.
+fn merge_table<'a, S: VocabSource<'a>>(
+    src: &S,
+    vocab: &Vocab<'a>,
+    arena: &mut Arena<'a>,
+) -> Result<&'a [[u32; 4]]> {
+    let n_merges = src.n_merges()?.ok_or(TokenizerError::MissingMerges)?;
+    let table: &'a mut [[u32; 4]] = arena.alloc(n_merges)?;
+    let mut used = 0usize;
+    src.for_each_merge(&mut |rank, m| {
+        let r = rank as u32;
+        // Split at the first space after the first byte (`find(' ', 1)`).
+        let Some(pos) = m.iter().skip(1).position(|&c| c == b' ').map(|p| p + 1) else {
+            return Ok(()); // ("", "") in llama.cpp: never matches
+        };
+        let (a, b) = (m.get(..pos).unwrap_or(&[]), m.get(pos + 1..).unwrap_or(&[]));
+        let bad = || Error::from(TokenizerError::BadMerge { rank: r });
+        let l = vocab.find(a).ok_or_else(bad)?;
+        let rt = vocab.find(b).ok_or_else(bad)?;
+        let res = vocab.find_concat(a, b).ok_or_else(bad)?;
+        *table.get_mut(used).ok_or_else(bad)? = [l, rt, res, r];
+        used += 1;
+        Ok(())
+    })?;
+    let table = table.get_mut(..used).unwrap_or(&mut []);
+    table.sort_unstable();
+    // Keep the first (lowest-rank) entry of each (left, right) pair.
+    let mut w = 0usize;
+    for i in 0..table.len() {
+        let keep = w == 0 || table[w - 1][..2] != table[i][..2];
+        if keep {
+            table[w] = table[i];
+            w += 1;
         }
     }
-    let merges_by_left: &'a [u32] = by_left;
+    let table: &'a [[u32; 4]] = table;
+    Ok(table.get(..w).unwrap_or(&[]))
+}
 
-    Ok(Tokenizer {
-        model,
-        vocab,
-        merges,
-        merges_by_left,
-        byte_token,
-        specials,
-        bos,
-        eos,
-        add_bos,
-        add_eos,
-        add_space_prefix,
-        eog,
-        n_eog,
-    })
+/// (n_vocab + 1,) for BPE, empty for SPM: `merges[by_left[l]..by_left[l + 1]]`
+/// have left id `l`.
+fn index_merges_by_left<'a>(
+    merges: &[[u32; 4]],
+    n_vocab: usize,
+    is_spm: bool,
+    arena: &mut Arena<'a>,
+) -> Result<&'a [u32]> {
+    let by_left: &'a mut [u32] = arena.alloc(if is_spm { 0 } else { n_vocab + 1 })?;
+    let mut m = 0usize;
+    for (l, slot) in by_left.iter_mut().enumerate() {
+        while merges.get(m).is_some_and(|e| (e[0] as usize) < l) {
+            m += 1;
+        }
+        *slot = m as u32;
+    }
+    Ok(by_left)
 }
 
 impl<'a> Tokenizer<'a> {

@@ -1,12 +1,16 @@
-//! Running the `detllm` binary from integration tests (shared by
-//! `tests/cli.rs` and `tests/transcript_cli.rs`).
+//! Running the `detllm` binary from integration tests (`tests/cli.rs`,
+//! `tests/transcript_cli.rs`; the binary needs the `cli` feature).
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
+/// The `detllm` binary cargo built for this test (`--features cli`).
 pub fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_detllm"))
+    match option_env!("CARGO_BIN_EXE_detllm") {
+        Some(exe) => Command::new(exe),
+        None => panic!("the detllm binary is not built: run the tests with --features cli"),
+    }
 }
 
 /// Runs `cmd` (optionally feeding `stdin`) and returns (exit code, stdout,

@@ -19,12 +19,12 @@
 //! RoPE (NORM and NEOX, partial rotary dims, several positions) and SwiGLU
 //! outputs in that order.
 
-use super::{
+use super::inputs::{Digest, SEED, draw};
+use crate::kernels::{
     RopeStyle, matmul, matmul_scratch_len, rmsnorm, rope, rope_theta_scale, softmax, swiglu,
 };
 use crate::quant::{ActKind, GgmlType, QActs, QMatrix};
 use crate::sample::SplitMix64;
-use crate::selftest::{Digest, SEED, draw};
 use crate::{Arena, F32, Result, Serial};
 use sha2::{Digest as _, Sha256};
 

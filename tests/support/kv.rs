@@ -1,4 +1,4 @@
-//! Shared by `tests/kv_*.rs` and `fuzz/fuzz_targets/kv_ops.rs`: a plain
+//! Shared by `tests/kv_*.rs` (as `support::kv`) and `fuzz/fuzz_targets/kv_ops.rs`: a plain
 //! reference model of the KV caches, an operation language, and a harness that
 //! applies each operation to a cache and to the model and compares everything.
 //!
@@ -16,7 +16,7 @@
 //! return exactly the model's error and leave the full state (lengths, rooms,
 //! page tables, reference counts, free count, every readable row) identical.
 //! Before every write the harness checks that the target page is private.
-#![allow(dead_code)]
+#![allow(dead_code)] // also compiled into fuzz/fuzz_targets/kv_ops.rs
 
 use detllm::kv::{ContiguousCache, KvConfig, KvRead, KvSlice, KvStore, KvType, PagedCache, SeqId};
 use detllm::{Arena, Error, F32};

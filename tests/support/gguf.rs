@@ -1,51 +1,10 @@
-//! Helpers shared by the GGUF tests (included with `#[path]`; as a test
-//! target of its own it only checks the helpers).
-#![allow(dead_code)]
+//! GGUF helpers: the committed gguf-py fixtures and manifests of
+//! `tests/data`, detllm's reader in the manifest's form, and a byte builder
+//! for crafting (possibly invalid) files.
 
+use detllm::F32;
+use detllm::quant::GgmlType;
 use std::path::PathBuf;
-
-/// The real model: `$DETLLM_MODEL`, else the cache path that
-/// `scripts/fetch-model.sh` fills. `None` (with a notice) if absent.
-pub fn model_path() -> Option<PathBuf> {
-    let p = match std::env::var_os("DETLLM_MODEL") {
-        Some(p) => PathBuf::from(p),
-        None => cache_dir()?.join("SmolLM2-135M-Instruct.Q4_1.gguf"),
-    };
-    if p.is_file() {
-        Some(p)
-    } else {
-        eprintln!(
-            "NOTICE: real model not found at {} (run scripts/fetch-model.sh); skipping",
-            p.display()
-        );
-        None
-    }
-}
-
-/// The tiny llama written by gguf-py (`scripts/make-fixtures.sh`):
-/// `$DETLLM_TINY_GGUF`, else `<cache>/tiny-llama.gguf`.
-pub fn tiny_path() -> Option<PathBuf> {
-    let p = match std::env::var_os("DETLLM_TINY_GGUF") {
-        Some(p) => PathBuf::from(p),
-        None => cache_dir()?.join("tiny-llama.gguf"),
-    };
-    if p.is_file() {
-        Some(p)
-    } else {
-        eprintln!(
-            "NOTICE: tiny gguf-py model not found at {} (run scripts/make-fixtures.sh); skipping",
-            p.display()
-        );
-        None
-    }
-}
-
-fn cache_dir() -> Option<PathBuf> {
-    match std::env::var_os("XDG_CACHE_HOME") {
-        Some(x) if !x.is_empty() => Some(PathBuf::from(x).join("detllm")),
-        _ => Some(PathBuf::from(std::env::var_os("HOME")?).join(".cache/detllm")),
-    }
-}
 
 /// A test data file from `tests/data`.
 pub fn data(name: &str) -> Vec<u8> {
@@ -70,6 +29,8 @@ pub enum Entry {
         abs_offset: u64,
         n_bytes: u64,
     },
+    /// The first values (up to 8) of row 0 of an F32 or F16 tensor, as f32 bits.
+    Row0 { name: String, bits: Vec<u32> },
 }
 
 pub fn manifest(name: &str) -> Vec<Entry> {
@@ -89,6 +50,13 @@ pub fn manifest(name: &str) -> Vec<Entry> {
                     ne: f[3].split(',').map(|d| d.parse().unwrap()).collect(),
                     abs_offset: f[4].parse().unwrap(),
                     n_bytes: f[5].parse().unwrap(),
+                },
+                "row0" => Entry::Row0 {
+                    name: f[1].to_string(),
+                    bits: f[2]
+                        .split(',')
+                        .map(|b| u32::from_str_radix(b, 16).unwrap())
+                        .collect(),
                 },
                 _ => panic!("bad manifest line {l}"),
             }
@@ -120,6 +88,28 @@ pub fn entries(f: &detllm::gguf::File<'_>) -> Vec<Entry> {
             abs_offset: abs as u64,
             n_bytes: t.data.len() as u64,
         });
+        let n = t.ne[0].min(8) as usize;
+        let bits: Option<Vec<u32>> = match t.ty {
+            GgmlType::F32 => Some(
+                t.data[..4 * n]
+                    .chunks_exact(4)
+                    .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+                    .collect(),
+            ),
+            GgmlType::F16 => Some(
+                t.data[..2 * n]
+                    .chunks_exact(2)
+                    .map(|b| F32::from_f16_bits(u16::from_le_bytes([b[0], b[1]])).to_bits())
+                    .collect(),
+            ),
+            _ => None,
+        };
+        if let Some(bits) = bits {
+            out.push(Entry::Row0 {
+                name: t.name_str().to_string(),
+                bits,
+            });
+        }
     }
     out
 }
@@ -184,14 +174,4 @@ impl Raw {
     pub fn len(&self) -> usize {
         self.0.len()
     }
-}
-
-#[test]
-fn raw_builder_writes_little_endian() {
-    let mut r = Raw::header(3, 0, 1);
-    r.kv_u32(b"k", 0x0102_0304);
-    assert_eq!(&r.0[..8], b"GGUF\x03\x00\x00\x00");
-    assert_eq!(&r.0[r.len() - 4..], &[4, 3, 2, 1]);
-    let f = detllm::gguf::File::parse(&r.0).unwrap();
-    assert_eq!(f.get_u32("k"), Ok(Some(0x0102_0304)));
 }

@@ -2,13 +2,11 @@
 //! run under several schedules, and a seeded sampled generation. No
 //! allocation: everything lives in the caller's scratch memory.
 
-use super::engine::{Engine, Entry, KvBuild, Limits};
-use super::generate::generate;
-use super::synth::{SynthSpec, synth_sizes, write_synth};
-use super::weights::Model;
 use crate::audit::hash_logits;
 use crate::gguf::File;
 use crate::kv::{ContiguousCache, KvType, PagedCache, SeqId};
+use crate::model::synth::{SynthSpec, synth_sizes, write_synth};
+use crate::model::{Arch, Engine, Entry, KvBuild, Limits, Model, generate};
 use crate::sample::{Sampler, SamplingParams, SplitMix64};
 use crate::{Arena, Error, F32, Result, Serial};
 use sha2::{Digest as _, Sha256};
@@ -59,6 +57,14 @@ fn limits(page_size: usize) -> Limits {
     }
 }
 
+/// The greedy token of one logits row (`ShapeMismatch` only for an empty row).
+fn greedy(row: &[F32]) -> Result<u32> {
+    crate::sample::argmax(row).ok_or(Error::ShapeMismatch {
+        expected: 1,
+        found: 0,
+    })
+}
+
 /// How a schedule feeds the prompts.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Schedule {
@@ -85,32 +91,25 @@ fn run<'a, K: KvBuild<'a>>(
     let mut eng = Engine::<K>::new(model, limits(page_size), &mut arena)?;
     let p = prompts(vocab);
     let mut h: [Sha256; N_SEQS] = [Sha256::new(), Sha256::new(), Sha256::new()];
-    let mut seqs = [None::<SeqId>; N_SEQS];
-    for s in seqs.iter_mut() {
-        *s = Some(eng.new_seq()?);
-    }
-    let seq = |i: usize| seqs[i].ok_or(Error::InvalidConfig);
+    let seqs: [SeqId; N_SEQS] = [eng.new_seq()?, eng.new_seq()?, eng.new_seq()?];
     let mut last = [0u32; N_SEQS];
     // Prefill.
     match sched {
         Schedule::Sequential | Schedule::Batched => {
-            let mut entries = [None::<Entry<'_>>; N_SEQS];
-            for i in 0..N_SEQS {
-                entries[i] = Some(Entry {
-                    seq: seq(i)?,
-                    tokens: &p[i][..PROMPT_LENS[i]],
-                    all_logits: true,
-                });
-            }
+            let entries: [Entry<'_>; N_SEQS] = core::array::from_fn(|i| Entry {
+                seq: seqs[i],
+                tokens: &p[i][..PROMPT_LENS[i]],
+                all_logits: true,
+            });
             let groups: &[&[usize]] = if sched == Schedule::Batched {
                 &[&[0, 1, 2]]
             } else {
                 &[&[0], &[1], &[2]]
             };
             for g in groups {
-                let mut batch = [entries[0].ok_or(Error::InvalidConfig)?; N_SEQS];
+                let mut batch = [entries[0]; N_SEQS];
                 for (k, &i) in g.iter().enumerate() {
-                    batch[k] = entries[i].ok_or(Error::InvalidConfig)?;
+                    batch[k] = entries[i];
                 }
                 let logits = eng.step(&Serial, &batch[..g.len()])?;
                 let mut row = 0;
@@ -119,7 +118,7 @@ fn run<'a, K: KvBuild<'a>>(
                         let r = &logits[row * vocab..(row + 1) * vocab];
                         hash_logits(&mut h[i], r);
                         if j + 1 == PROMPT_LENS[i] {
-                            last[i] = crate::sample::argmax(r).ok_or(Error::InvalidConfig)?;
+                            last[i] = greedy(r)?;
                         }
                         row += 1;
                     }
@@ -131,14 +130,14 @@ fn run<'a, K: KvBuild<'a>>(
                 for i in 0..N_SEQS {
                     if j < PROMPT_LENS[i] {
                         let e = Entry {
-                            seq: seq(i)?,
+                            seq: seqs[i],
                             tokens: &p[i][j..j + 1],
                             all_logits: true,
                         };
                         let r = eng.step(&Serial, &[e])?;
                         hash_logits(&mut h[i], r);
                         if j + 1 == PROMPT_LENS[i] {
-                            last[i] = crate::sample::argmax(r).ok_or(Error::InvalidConfig)?;
+                            last[i] = greedy(r)?;
                         }
                     }
                 }
@@ -148,31 +147,23 @@ fn run<'a, K: KvBuild<'a>>(
     // Decode, greedy.
     for _ in 0..DECODE_STEPS {
         let toks = last;
-        let mut batch = [None::<Entry<'_>>; N_SEQS];
-        for i in 0..N_SEQS {
-            batch[i] = Some(Entry {
-                seq: seq(i)?,
-                tokens: &toks[i..i + 1],
-                all_logits: false,
-            });
-        }
+        let batch: [Entry<'_>; N_SEQS] = core::array::from_fn(|i| Entry {
+            seq: seqs[i],
+            tokens: &toks[i..i + 1],
+            all_logits: false,
+        });
         if sched == Schedule::Sequential {
             for i in 0..N_SEQS {
-                let r = eng.step(&Serial, &[batch[i].ok_or(Error::InvalidConfig)?])?;
+                let r = eng.step(&Serial, &batch[i..i + 1])?;
                 hash_logits(&mut h[i], r);
-                last[i] = crate::sample::argmax(r).ok_or(Error::InvalidConfig)?;
+                last[i] = greedy(r)?;
             }
         } else {
-            let b = [
-                batch[0].ok_or(Error::InvalidConfig)?,
-                batch[1].ok_or(Error::InvalidConfig)?,
-                batch[2].ok_or(Error::InvalidConfig)?,
-            ];
-            let logits = eng.step(&Serial, &b)?;
+            let logits = eng.step(&Serial, &batch)?;
             for (i, l) in last.iter_mut().enumerate() {
                 let r = &logits[i * vocab..(i + 1) * vocab];
                 hash_logits(&mut h[i], r);
-                *l = crate::sample::argmax(r).ok_or(Error::InvalidConfig)?;
+                *l = greedy(r)?;
             }
         }
     }
@@ -189,7 +180,7 @@ fn run<'a, K: KvBuild<'a>>(
 /// token on pages of 3. All three schedules of a model must agree.
 pub fn schedule_digests(scratch: &mut [u8]) -> Result<[[[[u8; 32]; N_SEQS]; 3]; 2]> {
     let qwen = SynthSpec {
-        arch: super::config::Arch::Qwen2,
+        arch: Arch::Qwen2,
         weight_type: crate::quant::GgmlType::F16,
         embd_type: crate::quant::GgmlType::Q4_0,
         separate_output: true,

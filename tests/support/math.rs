@@ -1,5 +1,4 @@
 //! Shared helpers of the `math_*` oracle tests.
-#![allow(dead_code)]
 
 /// Canonical NaN (the oracle may return any NaN).
 pub fn canon(b: u32) -> u32 {

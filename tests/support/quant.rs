@@ -1,6 +1,5 @@
 //! Independent references shared by the quant/kernel tests (hardware floats
 //! and plain integer code written separately from the library's kernels).
-#![allow(dead_code)]
 
 use detllm::F32;
 

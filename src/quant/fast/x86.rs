@@ -1,10 +1,14 @@
-//! AVX2 (and AVX-512 VNNI) chunk kernels for the blocked matmul and the f16
-//! attention rows (x86-64, feature `std`, runtime detected). With
-//! `crate::pool`, the only modules of the crate allowed `unsafe` code.
+//! The fused Q4_1 / Q8_0 chunk kernels of the blocked matmul, hand-written
+//! in AVX2 and AVX-512 VNNI intrinsics (x86-64, feature `std`; the builds
+//! chosen by [`crate::simd::level`]), as ggml keeps `arch/x86/quants.c`
+//! beside its portable `quants.c`. With `crate::pool` and the expansion of
+//! `crate::simd::multiversion!`, the only code of the crate allowed
+//! `unsafe`.
 //!
-//! They compute exactly the `i64` chunk sums of the portable kernels in
-//! [`super::fast`] (same integers, another instruction sequence), so results
-//! are the same bits; `tests/kernels_matmul.rs` checks that by proptest.
+//! Contract: they compute exactly the `i64` chunk sums of the portable
+//! kernels in [`super`] (same integers, another instruction sequence), so
+//! results are the same bits; `tests/kernels_matmul.rs` checks that by
+//! proptest (every path, and that this one ran where the CPU has it).
 //!
 //! Per block and group of four weight rows: the 32 weights are widened to
 //! unsigned bytes (Q4_1: nibbles `q`; Q8_0: `|x|` with the sign moved onto the
@@ -15,7 +19,7 @@
 //! whose pairs are at most 2·15·127, in 16-bit lanes (at most 8 pairs per
 //! lane, < 2^15) and one `vpmaddwd` — for a tile of input rows with the
 //! block's weights transposed once so that each row's pairs land in their own
-//! 64-bit lane and no tree is needed ([`dot4_avx2`]). Then `sumi · (mw·ma)` as `i64`
+//! 64-bit lane and no tree is needed ([`block_dots4_avx2`]). Then `sumi · (mw·ma)` as `i64`
 //! (`vpmuldq`) shifted by the relative exponent (`vpsllvq`) and added. A tile
 //! of input rows does every block's byte dots for all its rows first (kept,
 //! with the block's decoded scales, in a chunk-sized scratch), then each
@@ -23,10 +27,12 @@
 //!
 //! ## Unsafe review
 //! * Every `unsafe` block is a call of a `#[target_feature]` function, made
-//!   only through a function pointer handed out after
-//!   `is_x86_feature_detected!` confirmed each of its features (AVX2, BMI1,
-//!   BMI2, LZCNT; for the `vpdpbusd` kernels also AVX-512 VL and VNNI) or
-//!   from inside such a function, or an unaligned load.
+//!   only through a function pointer that [`fused_rows`] hands out after
+//!   [`crate::simd::level`] confirmed each of its features
+//!   ([`Level::Avx2`]: AVX2, BMI1, BMI2, LZCNT; for the `vpdpbusd` kernels
+//!   [`Level::Avx512Vnni`], which includes AVX-512 VL and VNNI), or from
+//!   inside such a function (the kernel types [`Avx2Kernel`] and
+//!   [`VnniKernel`] are built only there), or an unaligned load.
 //! * Loads (`_mm_loadu_si128`, `_mm256_loadu_si256`, `read_unaligned`,
 //!   `get_unchecked`) read from slices whose length was checked, at the top
 //!   of the kernel, to cover every byte the loop reads (each such block
@@ -37,68 +43,81 @@
 //!   before the scaling loop, over the same bounds, reads them.
 #![allow(unsafe_code)]
 
-use super::GgmlType;
-use super::act::ActScale;
-use super::act::{CHUNK_BLOCKS, ChunkScale};
-use super::block::QK;
-use super::fast::{
-    ACT_TILE, ActTile, Fused, FusedKernels, Kernel, LIM_Q4_1_D, LIM_Q4_1_M, LIM_Q8_0_D, ROW_GROUP,
-    RowsFn, blocked_rows, groups_one,
+use super::{
+    ACT_TILE, ActTile, BlockedRowsFn, ChunkSums, FusedChunkKernel, GroupKernel, LIM_Q4_1_D,
+    LIM_Q4_1_M, LIM_Q8_0_D, ROW_GROUP, blocked_rows, groups_single_input,
 };
-use super::{QActs, QMatrix};
-use crate::{F32, Result};
+use crate::F32;
+use crate::quant::GgmlType;
+use crate::quant::act::{ActScale, CHUNK_BLOCKS, ChunkScale};
+use crate::quant::block::QK;
+use crate::quant::{QActs, QMatrix};
+use crate::simd::Level;
 use core::arch::x86_64::*;
 
-/// Which instruction set the fused kernels use.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Isa {
-    /// AVX2 only (`vpmaddubsw` + `vpmaddwd` for the byte dots).
-    Avx2,
-    /// The best the CPU has: AVX-512 VNNI on 256-bit vectors (`vpdpbusd`)
-    /// where present, else AVX2.
-    Best,
+/// The two weight formats of the fused kernels, as types (a const generic
+/// cannot be an enum on stable Rust).
+trait Format {
+    /// Q4_1 (unsigned nibbles, a min per block) rather than Q8_0 (signed
+    /// bytes, no min).
+    const IS_Q4_1: bool;
+    /// Bytes per block.
+    const BLOCK_BYTES: usize;
 }
 
-/// The blocked-matmul drivers with the fused kernels for `ty` built in, if
-/// the CPU has AVX2 (and, for [`Isa::Best`], AVX-512 VNNI where present) and
-/// the kernels exist. They also need BMI1/2 and LZCNT (every AVX2 CPU has
-/// them): the drivers inline the cell rounding, which uses them.
-pub(crate) fn fused_rows(ty: GgmlType, isa: Isa) -> Option<RowsFn> {
-    if !(std::is_x86_feature_detected!("avx2")
-        && std::is_x86_feature_detected!("bmi1")
-        && std::is_x86_feature_detected!("bmi2")
-        && std::is_x86_feature_detected!("lzcnt"))
-    {
-        return None;
-    }
-    let vnni = isa == Isa::Best
-        && std::is_x86_feature_detected!("avx512vl")
-        && std::is_x86_feature_detected!("avx512vnni");
-    match (ty, vnni) {
-        (GgmlType::Q4_1, false) => Some(rows::<true, false>),
-        (GgmlType::Q8_0, false) => Some(rows::<false, false>),
-        (GgmlType::Q4_1, true) => Some(rows::<true, true>),
-        (GgmlType::Q8_0, true) => Some(rows::<false, true>),
-        _ => None,
-    }
+/// Q4_1 blocks: `f16 d; f16 m; u8 qs[16]`.
+#[allow(non_camel_case_types)]
+enum Q4_1Blocks {}
+
+impl Format for Q4_1Blocks {
+    const IS_Q4_1: bool = true;
+    const BLOCK_BYTES: usize = 20;
 }
 
-/// [`RowsFn`] entry: Q4_1 if `Q41` (else Q8_0), VNNI if `VNNI`.
-fn rows<const Q41: bool, const VNNI: bool>(
-    w: &QMatrix<'_>,
-    r0: usize,
-    x: &QActs<'_>,
-    out: &mut [F32],
-) -> usize {
-    // SAFETY: only handed out by `fused_rows`, which checked AVX2, BMI1,
-    // BMI2, LZCNT and, for `VNNI`, AVX-512 VL and VNNI.
-    unsafe {
-        if VNNI {
-            rows_vnni::<Q41>(w, r0, x, out)
-        } else {
-            rows_avx2::<Q41>(w, r0, x, out)
-        }
-    }
+/// Q8_0 blocks: `f16 d; i8 qs[32]`.
+#[allow(non_camel_case_types)]
+enum Q8_0Blocks {}
+
+impl Format for Q8_0Blocks {
+    const IS_Q4_1: bool = false;
+    const BLOCK_BYTES: usize = 34;
+}
+
+/// The blocked-matmul drivers with the fused kernels for `ty` built in and
+/// the level they are built for: the widest build the CPU runs, up to
+/// `widest` (`Avx512Vnni`: `vpdpbusd`; `Avx2`), if it runs one and `ty` has
+/// them. (The drivers inline the cell rounding, which uses BMI1/2 and
+/// LZCNT, part of [`Level::Avx2`].)
+pub(super) fn fused_rows(ty: GgmlType, widest: Level) -> Option<(BlockedRowsFn, Level)> {
+    let level = crate::simd::level().min(widest);
+    let build: BlockedRowsFn = match (ty, level) {
+        (_, Level::Portable) => return None,
+        (GgmlType::Q4_1, Level::Avx512Vnni) => vnni_entry::<Q4_1Blocks>,
+        (GgmlType::Q8_0, Level::Avx512Vnni) => vnni_entry::<Q8_0Blocks>,
+        (GgmlType::Q4_1, _) => avx2_entry::<Q4_1Blocks>,
+        (GgmlType::Q8_0, _) => avx2_entry::<Q8_0Blocks>,
+        _ => return None,
+    };
+    let level = if level == Level::Avx512Vnni {
+        Level::Avx512Vnni
+    } else {
+        Level::Avx2
+    };
+    Some((build, level))
+}
+
+/// [`BlockedRowsFn`] entry of the AVX2 drivers.
+fn avx2_entry<F: Format>(w: &QMatrix<'_>, r0: usize, x: &QActs<'_>, out: &mut [F32]) -> usize {
+    // SAFETY: only handed out by `fused_rows`, after `simd::level()`
+    // returned `Avx2` or wider: AVX2, BMI1, BMI2, LZCNT.
+    unsafe { rows_avx2::<F>(w, r0, x, out) }
+}
+
+/// [`BlockedRowsFn`] entry of the VNNI drivers.
+fn vnni_entry<F: Format>(w: &QMatrix<'_>, r0: usize, x: &QActs<'_>, out: &mut [F32]) -> usize {
+    // SAFETY: only handed out by `fused_rows`, after `simd::level()`
+    // returned `Avx512Vnni`: the AVX2 set and AVX-512 VL and VNNI.
+    unsafe { rows_vnni::<F>(w, r0, x, out) }
 }
 
 /// A tile holding one input row.
@@ -112,79 +131,82 @@ fn one_row<'x>(qs: &'x [i8], sc: &'x [ActScale], ch: &ChunkScale) -> ActTile<'x,
     }
 }
 
-/// The fused kernels of one instruction set as [`FusedKernels`]. A value
-/// exists only inside the `target_feature` drivers stamped by
-/// [`rows_build!`], which run only where their features were detected.
-#[derive(Clone, Copy)]
-struct Simd<const Q41: bool, const VNNI: bool>;
+/// Stamps the [`FusedChunkKernel`] of one instruction set (`$kernel`, a type
+/// generic over the [`Format`]) calling the chunk kernel `$fused`, and its
+/// driver `$rows`: [`groups_single_input`] for one input row, else
+/// [`blocked_rows`], with the kernel inlined. A value of `$kernel` exists
+/// only inside `$rows`, which runs only where its features were detected.
+macro_rules! isa_build {
+    ($(#[$doc:meta])* $kernel:ident, $rows:ident, $features:literal, $fused:ident) => {
+        $(#[$doc])*
+        struct $kernel<F>(core::marker::PhantomData<F>);
 
-impl<const Q41: bool, const VNNI: bool> FusedKernels for Simd<Q41, VNNI> {
-    #[inline(always)]
-    fn single(
-        self,
-        group: &[u8],
-        rb: usize,
-        b0: usize,
-        nb: usize,
-        qs: &[i8],
-        sc: &[ActScale],
-        ch: &ChunkScale,
-    ) -> Fused {
-        let t = one_row(qs, sc, ch);
-        // SAFETY: see the type's docs.
-        let [r] = unsafe {
-            if VNNI {
-                fused_vnni::<Q41, 1>(group, rb, b0, nb, &t)
-            } else {
-                fused_avx2::<Q41, 1>(group, rb, b0, nb, &t)
-            }
-        };
-        r
-    }
-
-    #[inline(always)]
-    fn multi(
-        self,
-        group: &[u8],
-        rb: usize,
-        b0: usize,
-        nb: usize,
-        t: &ActTile<'_>,
-    ) -> [Fused; ACT_TILE] {
-        // SAFETY: see the type's docs.
-        unsafe {
-            if VNNI {
-                fused_vnni::<Q41, ACT_TILE>(group, rb, b0, nb, t)
-            } else {
-                fused_avx2::<Q41, ACT_TILE>(group, rb, b0, nb, t)
+        impl<F> Clone for $kernel<F> {
+            fn clone(&self) -> Self {
+                *self
             }
         }
-    }
-}
+        impl<F> Copy for $kernel<F> {}
 
-/// Stamps a driver: [`groups_one`] for one input row, else [`blocked_rows`],
-/// with the fused kernels inlined.
-macro_rules! rows_build {
-    ($name:ident, $features:literal, $vnni:literal) => {
+        impl<F: Format> FusedChunkKernel for $kernel<F> {
+            #[inline(always)]
+            fn one_input(
+                self,
+                group: &[u8],
+                rb: usize,
+                b0: usize,
+                nb: usize,
+                qs: &[i8],
+                sc: &[ActScale],
+                ch: &ChunkScale,
+            ) -> ChunkSums {
+                let t = one_row(qs, sc, ch);
+                // SAFETY: see the module's unsafe review (a value of this
+                // type exists only inside its driver).
+                let [r] = unsafe { $fused::<F, 1>(group, rb, b0, nb, &t) };
+                r
+            }
+
+            #[inline(always)]
+            fn tile(
+                self,
+                group: &[u8],
+                rb: usize,
+                b0: usize,
+                nb: usize,
+                t: &ActTile<'_>,
+            ) -> [ChunkSums; ACT_TILE] {
+                // SAFETY: as in `one_input`.
+                unsafe { $fused::<F, ACT_TILE>(group, rb, b0, nb, t) }
+            }
+        }
+
         #[target_feature(enable = $features)]
-        fn $name<const Q41: bool>(
-            w: &QMatrix<'_>,
-            r0: usize,
-            x: &QActs<'_>,
-            out: &mut [F32],
-        ) -> usize {
-            let k = Simd::<Q41, $vnni>;
+        fn $rows<F: Format>(w: &QMatrix<'_>, r0: usize, x: &QActs<'_>, out: &mut [F32]) -> usize {
+            let k = $kernel::<F>(core::marker::PhantomData);
             if x.rows() <= 1 {
-                groups_one(w, r0, x, out, k).unwrap_or(0)
+                groups_single_input(w, r0, x, out, k).unwrap_or(0)
             } else {
-                blocked_rows(w, r0, x, out, Kernel::Fused(k))
+                blocked_rows(w, r0, x, out, GroupKernel::Fused(k))
             }
         }
     };
 }
 
-rows_build!(rows_avx2, "avx2,bmi1,bmi2,lzcnt", false);
-rows_build!(rows_vnni, "avx2,avx512vl,avx512vnni,bmi1,bmi2,lzcnt", true);
+isa_build!(
+    /// The AVX2 fused kernels ([`fused_avx2`]).
+    Avx2Kernel,
+    rows_avx2,
+    "avx2,bmi1,bmi2,lzcnt",
+    fused_avx2
+);
+isa_build!(
+    /// The AVX-512 VNNI fused kernels ([`fused_vnni`]).
+    VnniKernel,
+    rows_vnni,
+    "avx2,avx512vl,avx512vnni,bmi1,bmi2,lzcnt",
+    fused_vnni
+);
 
 /// Byte dot of one weight row's block with the activations, as 8 `i32`
 /// lanes: `vpmaddubsw` pairs (never saturating, see the module docs) summed
@@ -206,8 +228,8 @@ fn dot_vnni(w: __m256i, y: __m256i) -> __m256i {
 /// (a 4×4 transpose of the rows' qwords). Other kernels take the rows as
 /// they are.
 #[target_feature(enable = "avx2")]
-fn prep_avx2<const Q41: bool>(w: [__m256i; 4], tile: bool) -> [__m256i; 4] {
-    if !(Q41 && tile) {
+fn arrange_avx2<F: Format>(w: [__m256i; 4], tile: bool) -> [__m256i; 4] {
+    if !(F::IS_Q4_1 && tile) {
         return w;
     }
     let t0 = _mm256_unpacklo_epi64(w[0], w[1]);
@@ -222,18 +244,18 @@ fn prep_avx2<const Q41: bool>(w: [__m256i; 4], tile: bool) -> [__m256i; 4] {
     ]
 }
 
-/// [`prep_avx2`] for the VNNI kernels: the rows as they are.
+/// [`arrange_avx2`] for the VNNI kernels: the rows as they are.
 #[target_feature(enable = "avx2")]
-fn prep_vnni<const Q41: bool>(w: [__m256i; 4], _tile: bool) -> [__m256i; 4] {
+fn arrange_vnni<F: Format>(w: [__m256i; 4], _tile: bool) -> [__m256i; 4] {
     w
 }
 
 /// The byte dots of one block of four weight rows (`w` from the kernel's
-/// `prep`: unsigned bytes; for Q8_0 `sgn` holds the signs to move onto the
+/// `arrange`: unsigned bytes; for Q8_0 `sgn` holds the signs to move onto the
 /// activations) with the block's 32 activations `y`: row `r`'s `i32` sum in
 /// the low dword of 64-bit lane `r` (what `vpmuldq` reads).
 ///
-/// Q4_1 (weights transposed by [`prep_avx2`]): `vpmaddubsw` of `W_k`
+/// Q4_1 (weights transposed by [`arrange_avx2`]): `vpmaddubsw` of `W_k`
 /// against activations `8k..8k + 8` broadcast to every lane gives each
 /// row's pairs in its own lane, so the four products add up in 16-bit
 /// lanes (a pair is at most 2·15·127, a lane of the sum adds 4 pairs:
@@ -241,19 +263,19 @@ fn prep_vnni<const Q41: bool>(w: [__m256i; 4], _tile: bool) -> [__m256i; 4] {
 /// neighbouring dwords. Q8_0 pairs reach 2·128·127, so each row's pairs are
 /// widened to 32 bits and reduced by unpacks and adds.
 #[target_feature(enable = "avx2")]
-fn dot4_avx2<const Q41: bool>(
+fn block_dots4_avx2<F: Format>(
     w: &[__m256i; 4],
     sgn: &[__m256i; 4],
     y: &[i8; 32],
     tile: bool,
 ) -> __m256i {
-    if Q41 && !tile {
+    if F::IS_Q4_1 && !tile {
         // SAFETY: 32 bytes.
         let y = unsafe { _mm256_loadu_si256(y.as_ptr().cast()) };
         let p = |r: usize| _mm256_maddubs_epi16(w[r], y);
         let s = reduce4_by::<true>(p(0), p(1), p(2), p(3));
         _mm256_cvtepi32_epi64(_mm_madd_epi16(s, _mm_set1_epi16(1)))
-    } else if Q41 {
+    } else if F::IS_Q4_1 {
         // SAFETY: 8k + 8 ≤ 32 bytes of `y`.
         let yk = |k: usize| unsafe {
             _mm256_set1_epi64x(y.as_ptr().add(8 * k).cast::<i64>().read_unaligned())
@@ -270,9 +292,9 @@ fn dot4_avx2<const Q41: bool>(
     }
 }
 
-/// [`dot4_avx2`] with `vpdpbusd` (AVX-512 VNNI, VL), the rows as they are.
+/// [`block_dots4_avx2`] with `vpdpbusd` (AVX-512 VNNI, VL), the rows as they are.
 #[target_feature(enable = "avx2,avx512vl,avx512vnni")]
-fn dot4_vnni<const Q41: bool>(
+fn block_dots4_vnni<F: Format>(
     w: &[__m256i; 4],
     sgn: &[__m256i; 4],
     y: &[i8; 32],
@@ -280,7 +302,16 @@ fn dot4_vnni<const Q41: bool>(
 ) -> __m256i {
     // SAFETY: 32 bytes.
     let y = unsafe { _mm256_loadu_si256(y.as_ptr().cast()) };
-    let d = |r: usize| dot_vnni(w[r], if Q41 { y } else { _mm256_sign_epi8(y, sgn[r]) });
+    let d = |r: usize| {
+        dot_vnni(
+            w[r],
+            if F::IS_Q4_1 {
+                y
+            } else {
+                _mm256_sign_epi8(y, sgn[r])
+            },
+        )
+    };
     _mm256_cvtepi32_epi64(reduce4_by::<false>(d(0), d(1), d(2), d(3)))
 }
 
@@ -309,7 +340,7 @@ fn f16_rel8(h: __m256i, base1: __m256i) -> (__m256i, __m256i, __m256i) {
 }
 
 #[target_feature(enable = "avx2")]
-fn store8(v: __m256i) -> [u32; 8] {
+fn to_u32x8(v: __m256i) -> [u32; 8] {
     let mut o = [0u32; 8];
     // SAFETY: 32 writable bytes.
     unsafe { _mm256_storeu_si256(o.as_mut_ptr().cast(), v) };
@@ -318,26 +349,26 @@ fn store8(v: __m256i) -> [u32; 8] {
 
 /// Both halves of an activation scale pair, `(lo, hi)` in every 64-bit lane.
 #[target_feature(enable = "avx2")]
-fn pair(lo: i32, hi: i32) -> __m256i {
+fn lane_pairs(lo: i32, hi: i32) -> __m256i {
     _mm256_set1_epi64x(((hi as i64) << 32) | (lo as u32 as i64))
 }
 
-/// Stamps the fused kernel for one instruction set (`$prep`: the block's
-/// weight bytes rearranged once for the tile; `$dot4`: the four rows' byte
+/// Stamps the fused kernel for one instruction set (`$arrange`: the block's
+/// weight bytes rearranged once for the tile; `$dots4`: the four rows' byte
 /// dots of a block, reduced).
 macro_rules! fused_kernel {
-    ($(#[$doc:meta])* $name:ident, $features:literal, $prep:ident, $dot4:ident) => {
+    ($(#[$doc:meta])* $name:ident, $features:literal, $arrange:ident, $dots4:ident) => {
         $(#[$doc])*
         #[target_feature(enable = $features)]
-        fn $name<const Q41: bool, const N: usize>(
+        fn $name<F: Format, const N: usize>(
             group: &[u8],
             rb: usize,
             b0: usize,
             nb: usize,
             t: &ActTile<'_, N>,
-        ) -> [Fused; N] {
-            let bs: usize = if Q41 { 20 } else { 34 };
-            let mut res = [Fused::NOT_OK; N];
+        ) -> [ChunkSums; N] {
+            let bs: usize = F::BLOCK_BYTES;
+            let mut res = [ChunkSums::NOT_COMPUTED; N];
             let n = t.n.min(N);
             let in_bounds = rb <= (i32::MAX as usize) / 4
                 && group.len() >= ROW_GROUP * rb
@@ -351,7 +382,7 @@ macro_rules! fused_kernel {
             }
             let base_ptr = group.as_ptr();
             // The four rows' (d, m) f16 pairs of block b as [d0 m0 d1 m1 d2 m2 d3 m3].
-            let keep = if Q41 {
+            let keep = if F::IS_Q4_1 {
                 _mm_set1_epi32(-1)
             } else {
                 _mm_set1_epi32(0xFFFF)
@@ -368,7 +399,7 @@ macro_rules! fused_kernel {
             let zero = _mm256_setzero_si256();
             let (_, rel0, _) = f16_rel8(head(b0), zero);
             // rel0 = sh + 1 of the first block; base + 1 = max(sh + 1 - margin, 1).
-            let margin = pair(MARGIN_D, MARGIN_M);
+            let margin = lane_pairs(MARGIN_D, MARGIN_M);
             let base1 = _mm256_max_epi32(_mm256_sub_epi32(rel0, margin), _mm256_set1_epi32(1));
             let mut hi = zero;
             let mut bad = zero;
@@ -384,11 +415,11 @@ macro_rules! fused_kernel {
             // One block's exact terms added to a row's sums: c = [dm·sdm,
             // mm·ssm] per weight row, sh = [drel + sdrel, mrel + ssrel].
             let scale = |ad: __m256i, am: __m256i, wm, rel, sumi, s: &ActScale| {
-                let c = _mm256_mullo_epi32(wm, pair(s.dm, s.sm));
-                let sh = _mm256_add_epi32(rel, pair(s.drel as i32, s.srel as i32));
+                let c = _mm256_mullo_epi32(wm, lane_pairs(s.dm, s.sm));
+                let sh = _mm256_add_epi32(rel, lane_pairs(s.drel as i32, s.srel as i32));
                 let td = _mm256_mul_epi32(c, sumi);
                 let ad = _mm256_add_epi64(ad, _mm256_sllv_epi64(td, _mm256_and_si256(sh, six)));
-                if !Q41 {
+                if !F::IS_Q4_1 {
                     return (ad, am);
                 }
                 let tm = _mm256_mul_epi32(_mm256_srli_epi64(c, 32), ones64);
@@ -419,7 +450,7 @@ macro_rules! fused_kernel {
                 }
                 // The four rows' weight bytes, decoded once for the whole tile:
                 // Q4_1 nibbles as unsigned bytes; Q8_0 magnitudes and raw signs.
-                let (w, sgn) = if Q41 {
+                let (w, sgn) = if F::IS_Q4_1 {
                     // The 16 bytes in both halves; the upper half's dwords shifted
                     // by 4, so after the mask it holds the high nibbles.
                     // SAFETY: at(r, 4) + 16 ≤ at(r, bs) ≤ 4·rb ≤ group.len().
@@ -439,7 +470,7 @@ macro_rules! fused_kernel {
                     let abs = |i: usize| _mm256_sign_epi8(x[i], x[i]);
                     ([abs(0), abs(1), abs(2), abs(3)], x)
                 };
-                let w = $prep::<Q41>(w, N > 1);
+                let w = $arrange::<F>(w, N > 1);
                 if N > 1 {
                     // A tile: this block's dots of every input row now, the
                     // exact scaling per input row after the last block, with
@@ -450,13 +481,13 @@ macro_rules! fused_kernel {
                         // SAFETY: j < n and b < nb, and `in_bounds` checked
                         // t.qs[j].len() ≥ nb·QK, so b·QK + 32 bytes are there.
                         let y = unsafe { &*t.qs[j].as_ptr().add(b * QK).cast::<[i8; 32]>() };
-                        sum.write($dot4::<Q41>(&w, &sgn, y, true));
+                        sum.write($dots4::<F>(&w, &sgn, y, true));
                     }
                     continue;
                 }
                 // SAFETY: b < nb, and `in_bounds` checked t.qs[0].len() ≥ nb·QK.
                 let y = unsafe { &*t.qs[0].as_ptr().add(b * QK).cast::<[i8; 32]>() };
-                let sumi = $dot4::<Q41>(&w, &sgn, y, false);
+                let sumi = $dots4::<F>(&w, &sgn, y, false);
                 // SAFETY: b < nb, and `in_bounds` checked t.sc[0].len() ≥ nb.
                 let s = unsafe { t.sc[0].get_unchecked(b) };
                 (acc_d[0], acc_m[0]) = scale(acc_d[0], acc_m[0], wm, rel, sumi, s);
@@ -483,8 +514,8 @@ macro_rules! fused_kernel {
                     (acc_d[j], acc_m[j]) = (ad, am);
                 }
             }
-            let (hi, base1, badv) = (store8(hi), store8(base1), store8(bad));
-            let (lim_d, lim_m) = if Q41 {
+            let (hi, base1, badv) = (to_u32x8(hi), to_u32x8(base1), to_u32x8(bad));
+            let (lim_d, lim_m) = if F::IS_Q4_1 {
                 (LIM_Q4_1_D, LIM_Q4_1_M)
             } else {
                 (LIM_Q8_0_D, 0)
@@ -494,18 +525,18 @@ macro_rules! fused_kernel {
                 let r = &mut res[j];
                 // `hi` holds the largest rel as unsigned: a negative one (a shift
                 // below the guessed base) reads as huge and fails too.
-                r.ok = (0..ROW_GROUP).all(|i| {
+                r.fits_i64 = (0..ROW_GROUP).all(|i| {
                     hi[2 * i] <= lim_d.saturating_sub(ch.dspread)
-                        && (!Q41 || hi[2 * i + 1] <= lim_m.saturating_sub(ch.sspread))
+                        && (!F::IS_Q4_1 || hi[2 * i + 1] <= lim_m.saturating_sub(ch.sspread))
                 }) && ch.dspread <= lim_d
-                    && (!Q41 || ch.sspread <= lim_m);
+                    && (!F::IS_Q4_1 || ch.sspread <= lim_m);
                 for i in 0..ROW_GROUP {
-                    r.dbase[i] = base1[2 * i] - 1 + ch.dbase;
-                    r.mbase[i] = base1[2 * i + 1] - 1 + ch.sbase;
-                    r.bad[i] = badv[2 * i] != 0 || (Q41 && badv[2 * i + 1] != 0);
+                    r.d_base[i] = base1[2 * i] - 1 + ch.dbase;
+                    r.m_base[i] = base1[2 * i + 1] - 1 + ch.sbase;
+                    r.nonfinite[i] = badv[2 * i] != 0 || (F::IS_Q4_1 && badv[2 * i + 1] != 0);
                 }
-                r.d = store(acc_d[j]);
-                r.m = store(acc_m[j]);
+                r.d_sum = to_i64x4(acc_d[j]);
+                r.m_sum = to_i64x4(acc_m[j]);
             }
             res
         }
@@ -513,7 +544,7 @@ macro_rules! fused_kernel {
 }
 
 fused_kernel!(
-    /// Single pass over one chunk of a group of four rows (Q4_1 if `Q41`, else
+    /// Single pass over one chunk of a group of four rows (Q4_1 if `F::IS_Q4_1`, else
     /// Q8_0) for the first `min(t.n, N)` input rows of the tile: decodes the
     /// weight scales against guessed bases, checks the relative shifts, sums in
     /// `i64`. Each weight block's scales and bytes are decoded once and used for
@@ -525,229 +556,16 @@ fused_kernel!(
     /// `vpmuldq` reads the even (`d`) lanes, and the `m` lanes are moved down.
     fused_avx2,
     "avx2",
-    prep_avx2,
-    dot4_avx2
+    arrange_avx2,
+    block_dots4_avx2
 );
 
 fused_kernel!(
     /// [`fused_avx2`] with the byte dots in `vpdpbusd` (AVX-512 VNNI, VL).
     fused_vnni,
     "avx2,avx512vl,avx512vnni",
-    prep_vnni,
-    dot4_vnni
-);
-
-/// The grouped f16 attention's row kernels compiled for the CPU (the same
-/// portable code, auto-vectorized): for AVX-512 (F, VL, DQ, BW: 64-bit
-/// multiplies in one instruction) where present, else AVX2, if it has that.
-pub(crate) fn attention_fns() -> Option<crate::kernels::attention::RowFns> {
-    attention_variants().into_iter().flatten().next()
-}
-
-/// Every row-kernel build this CPU can run, widest first (tests compare them
-/// all with the portable functions).
-pub(crate) fn attention_variants() -> [Option<crate::kernels::attention::RowFns>; 2] {
-    use crate::kernels::attention::RowFns;
-    let (avx2, avx512) = isa();
-    let fns = |wide: bool| RowFns {
-        qk: if wide {
-            qk_entry::<true>
-        } else {
-            qk_entry::<false>
-        },
-        pv: if wide {
-            pv_entry::<true>
-        } else {
-            pv_entry::<false>
-        },
-    };
-    [avx512.then(|| fns(true)), avx2.then(|| fns(false))]
-}
-
-// SAFETY (both entries): only handed out by `attention_variants`, which
-// checked AVX2 and, for `W`, AVX-512 F, VL, DQ and BW.
-fn qk_entry<const W: bool>(
-    k: &[u16],
-    qx: &[i32],
-    x: &mut [i32],
-    dots: &mut [i64],
-) -> Option<(u32, bool)> {
-    unsafe {
-        if W {
-            qk_avx512(k, qx, x, dots)
-        } else {
-            qk_avx2(k, qx, x, dots)
-        }
-    }
-}
-
-fn pv_entry<const W: bool>(
-    v: &[u16],
-    base: u32,
-    p: &[i32],
-    x: &mut [i32],
-    acc: &mut [i64],
-) -> Option<bool> {
-    unsafe {
-        if W {
-            pv_avx512(v, base, p, x, acc)
-        } else {
-            pv_avx2(v, base, p, x, acc)
-        }
-    }
-}
-
-/// Stamps the two row kernels for one set of target features.
-macro_rules! row_kernels {
-    ($features:literal, $qk:ident, $pv:ident) => {
-        #[target_feature(enable = $features)]
-        fn $qk(k: &[u16], qx: &[i32], x: &mut [i32], dots: &mut [i64]) -> Option<(u32, bool)> {
-            crate::kernels::attention::qk_row(k, qx, x, dots)
-        }
-
-        #[target_feature(enable = $features)]
-        fn $pv(v: &[u16], base: u32, p: &[i32], x: &mut [i32], acc: &mut [i64]) -> Option<bool> {
-            crate::kernels::attention::pv_row(v, base, p, x, acc)
-        }
-    };
-}
-
-row_kernels!("avx2", qk_avx2, pv_avx2);
-row_kernels!(
-    "avx2,avx512f,avx512vl,avx512dq,avx512bw",
-    qk_avx512,
-    pv_avx512
-);
-
-/// Whether the CPU has AVX2 (with BMI1, BMI2 and LZCNT, which every AVX2 CPU
-/// has: the builds below use them), and AVX-512 F, VL, DQ, BW and CD as well.
-fn isa() -> (bool, bool) {
-    let avx2 = std::is_x86_feature_detected!("avx2")
-        && std::is_x86_feature_detected!("bmi1")
-        && std::is_x86_feature_detected!("bmi2")
-        && std::is_x86_feature_detected!("lzcnt");
-    let avx512 = avx2
-        && std::is_x86_feature_detected!("avx512f")
-        && std::is_x86_feature_detected!("avx512vl")
-        && std::is_x86_feature_detected!("avx512dq")
-        && std::is_x86_feature_detected!("avx512bw")
-        && std::is_x86_feature_detected!("avx512cd");
-    (avx2, avx512)
-}
-
-/// Stamps `$variants() -> [Option<fn>; 2]`: the portable body `$body`
-/// compiled for AVX-512 and for AVX2 (with BMI1/2 and LZCNT; the same code,
-/// auto-vectorized; the same integers), each `Some` only if the CPU runs it,
-/// widest first, and `$best()`, the first of them.
-macro_rules! builds {
-    ($(#[$doc:meta])* $variants:ident, $best:ident, $body:path,
-     fn($($arg:ident: $argty:ty),*) $(-> $ret:ty)?) => {
-        $(#[$doc])*
-        pub(crate) fn $variants() -> [Option<fn($($argty),*) $(-> $ret)?>; 2] {
-            #[target_feature(enable = "avx2,bmi1,bmi2,lzcnt")]
-            fn narrow($($arg: $argty),*) $(-> $ret)? {
-                $body($($arg),*)
-            }
-            #[target_feature(enable = "avx2,bmi1,bmi2,lzcnt,avx512f,avx512vl,avx512dq,avx512bw,avx512cd")]
-            fn wide($($arg: $argty),*) $(-> $ret)? {
-                $body($($arg),*)
-            }
-            fn entry<const W: bool>($($arg: $argty),*) $(-> $ret)? {
-                // SAFETY: handed out below only where `isa` found the
-                // features `wide` (W) or `narrow` is compiled for.
-                unsafe {
-                    if W {
-                        wide($($arg),*)
-                    } else {
-                        narrow($($arg),*)
-                    }
-                }
-            }
-            let (avx2, avx512) = isa();
-            [
-                avx512.then_some(entry::<true> as fn($($argty),*) $(-> $ret)?),
-                avx2.then_some(entry::<false> as fn($($argty),*) $(-> $ret)?),
-            ]
-        }
-
-        /// The widest build of [`
-        #[doc = stringify!($variants)]
-        /// `] the CPU runs, if any.
-        pub(crate) fn $best() -> Option<fn($($argty),*) $(-> $ret)?> {
-            $variants().into_iter().flatten().next()
-        }
-    };
-}
-
-builds!(
-    /// Builds of `kernels::rmsnorm`'s body.
-    rmsnorm_variants,
-    rmsnorm_fn,
-    crate::kernels::rmsnorm::rmsnorm_body,
-    fn(x: &[F32], w: &[F32], eps: F32, out: &mut [F32]) -> Result<()>
-);
-
-builds!(
-    /// Builds of `kernels::rmsnorm::rmsnorm_rows`'s body.
-    rmsnorm_rows_variants,
-    rmsnorm_rows_fn,
-    crate::kernels::rmsnorm::rmsnorm_rows_body,
-    fn(x: &[F32], w: &[F32], eps: F32, out: &mut [F32]) -> Result<()>
-);
-
-builds!(
-    /// Builds of `kernels::elementwise::add_assign`'s body.
-    add_variants,
-    add_fn,
-    crate::kernels::elementwise::add_assign_body,
-    fn(x: &mut [F32], y: &[F32])
-);
-
-builds!(
-    /// Builds of `kernels::elementwise::mul_assign`'s body.
-    mul_variants,
-    mul_fn,
-    crate::kernels::elementwise::mul_assign_body,
-    fn(x: &mut [F32], y: &[F32])
-);
-
-builds!(
-    /// Builds of `kernels::swiglu`'s body.
-    swiglu_variants,
-    swiglu_fn,
-    crate::kernels::swiglu::swiglu_body,
-    fn(gate: &mut [F32], up: &[F32])
-);
-
-builds!(
-    /// Builds of `kernels::softmax`'s body.
-    softmax_variants,
-    softmax_fn,
-    crate::kernels::softmax::softmax_body,
-    fn(s: &mut [F32], scale: F32, n_valid: usize)
-);
-
-builds!(
-    /// Builds of the Q8 row quantizer (`quant::act`).
-    quantize_variants,
-    quantize_fns,
-    super::act::quantize_row_q8,
-    fn(x: &[F32], qs: &mut [i8], sc: &mut [ActScale], ch: &mut [ChunkScale]) -> u8
-);
-
-builds!(
-    /// Builds of `kernels::rope_apply`'s body.
-    rope_variants,
-    rope_fn,
-    crate::kernels::rope::rope_apply_body,
-    fn(
-        sin: &[F32],
-        cos: &[F32],
-        x: &mut [F32],
-        n_heads: usize,
-        head_dim: usize,
-        style: crate::kernels::RopeStyle
-    ) -> Result<()>
+    arrange_vnni,
+    block_dots4_vnni
 );
 
 /// Sums of the 8 dwords of each of p0..p3, as 4 dwords (`W16`: each dword
@@ -777,7 +595,7 @@ fn reduce4_by<const W16: bool>(p0: __m256i, p1: __m256i, p2: __m256i, p3: __m256
 }
 
 #[target_feature(enable = "avx2")]
-fn store(v: __m256i) -> [i64; 4] {
+fn to_i64x4(v: __m256i) -> [i64; 4] {
     let mut o = [0i64; 4];
     // SAFETY: 32 writable bytes.
     unsafe { _mm256_storeu_si256(o.as_mut_ptr().cast(), v) };

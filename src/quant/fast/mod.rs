@@ -1,0 +1,798 @@
+//! Blocked matmul kernels: several weight rows per pass over the activations.
+//!
+//! `rows_kernel(w, r0, x, out)` fills `out` (rows, M) with the cells of weight
+//! rows `r0..r0 + rows`. For Q4_1 and Q8_0 weights it runs a blocked kernel
+//! over [`ROW_GROUP`] rows at a time; every other case (other formats, tail
+//! rows) is [`super::dot::dot_row`] per cell.
+//!
+//! This module holds the portable drivers and chunk kernels; `x86` (x86-64
+//! with `std`) holds the hand-written AVX2 / AVX-512 VNNI chunk kernels that
+//! the same drivers inline ("fused": the weight scales decoded on the fly),
+//! chosen by [`crate::simd::level`].
+//!
+//! | weights | [`KernelPath::Reference`] | `Portable` | `Auto` | `Avx2` |
+//! |---|---|---|---|---|
+//! | Q4_1, Q8_0 | `dot_row` | blocked, portable | blocked, widest fused build (VNNI, AVX2) or portable | blocked, AVX2 fused build or portable |
+//! | any other | `dot_row` | `dot_row` | `dot_row` | `dot_row` |
+//!
+//! [`rows_kernel_with`] reports which of them ran ([`RowsRun`]);
+//! `tests/kernels_matmul.rs` asserts it and that all give the same bits.
+//!
+//! ## The blocked kernel: exact, but in `i64`
+//!
+//! A cell's block terms are `t_b · 2^(shw_b + sha_b)` (units of 2^-48), with
+//! `t_b = sumi_b · mw_b · ma_b` (and, for Q4_1, the min term
+//! `mm_b · ms_b · 2^(shm_b + shs_b)`). Per chunk of [`CHUNK_BLOCKS`] blocks,
+//! the weight row's non-zero shifts lie in `wbase ..= wbase + wspread` and the
+//! activation's in `abase ..= abase + aspread` (precomputed by
+//! [`super::QActs`]). So each term is `t_b · 2^rel_b · 2^(wbase + abase)` with
+//! `rel_b ≤ wspread + aspread`, and
+//!
+//! | sum | `|t_b|` | 32 terms | limit on `rel` | bound |
+//! |---|---|---|---|---|
+//! | Q4_1 `d` | `< 2^16 · 2^22` | `< 2^43` | [`LIM_Q4_1_D`] = 19 | `< 2^62` |
+//! | Q4_1 `m·s` | `< 2^22` | `< 2^27` | [`LIM_Q4_1_M`] = 35 | `< 2^62` |
+//! | Q8_0 `d` | `< 2^19 · 2^22` | `< 2^46` | [`LIM_Q8_0_D`] = 16 | `< 2^62` |
+//!
+//! Within the limits the chunk's sum is exact in an `i64` (shifts by `rel`
+//! are exact multiplications); it is then added to the cell's `i128` at
+//! `2^(wbase + abase)`. A chunk whose spreads exceed a limit (rare: scales
+//! spanning 2^16 within 1024 elements) is summed per block in `i128`
+//! instead. Either way the cell's integer is the same exact sum as
+//! `dot_row`'s, so the rounded result is the same bits, whichever path, SIMD
+//! or not, ran.
+
+use super::GgmlType;
+use super::act::{ActRow, ActScale, CHUNK_BLOCKS, ChunkScale, FLAG_D_NONFINITE, FLAG_S_NONFINITE};
+use super::block::QK;
+use super::dot::{dot_row, i8_dot, nib_dot};
+use super::fixed::{ExactAcc, f16_fixed, f16_nonfinite};
+use super::{QActs, QMatrix};
+use crate::F32;
+use crate::simd::Level;
+
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+mod x86;
+
+/// Weight rows the blocked kernels process together.
+pub const ROW_GROUP: usize = 4;
+/// Input rows whose cells one decoded weight chunk serves before the next
+/// chunk is decoded (the split kernels; the fused ones take [`ACT_TILE`]).
+const ACT_ROWS_PER_DECODE: usize = 8;
+/// Largest relative shift of a Q4_1 `d` term in the `i64` chunk sum.
+pub const LIM_Q4_1_D: u32 = 19;
+/// Largest relative shift of a Q4_1 `m·s` term in the `i64` chunk sum.
+pub const LIM_Q4_1_M: u32 = 35;
+/// Largest relative shift of a Q8_0 term in the `i64` chunk sum.
+pub const LIM_Q8_0_D: u32 = 16;
+
+/// Which implementation computes the cells (all give the same bits; the
+/// module docs' table says which exist per format).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelPath {
+    /// [`dot_row`] per cell (the reference).
+    Reference,
+    /// The blocked kernel in portable Rust.
+    Portable,
+    /// The blocked kernel with the best SIMD the CPU has (falls back to
+    /// `Portable` where there is none).
+    Auto,
+    /// The blocked kernel's AVX2 version even where a wider one exists
+    /// (falls back to `Portable` without AVX2), so tests cover both.
+    Avx2,
+}
+
+/// What one [`rows_kernel_with`] call ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowsRun {
+    /// Weight rows computed by the blocked kernel (whole groups of
+    /// [`ROW_GROUP`]); the others went through [`dot_row`] per cell.
+    pub blocked_rows: usize,
+    /// The blocked kernel's build: [`Level::Portable`] for the portable
+    /// split kernels, [`Level::Avx2`] or [`Level::Avx512Vnni`] for the fused
+    /// SIMD ones (`Portable` too when no row was blocked).
+    pub build: Level,
+}
+
+/// Decoded weight scales of one chunk of a row group, `[block][row]`: each
+/// f16 scale as `mant · 2^(base + rel)` ([`f16_fixed`]), `rel` relative to
+/// the row's smallest shift in the chunk (`base`), `spread` the largest
+/// `rel`. `d` is the block scale, `m` the Q4_1 min (zero for Q8_0).
+pub(crate) struct WeightChunkScales {
+    pub d_mant: [[i32; ROW_GROUP]; CHUNK_BLOCKS],
+    pub d_rel: [[u32; ROW_GROUP]; CHUNK_BLOCKS],
+    pub m_mant: [[i32; ROW_GROUP]; CHUNK_BLOCKS],
+    pub m_rel: [[u32; ROW_GROUP]; CHUNK_BLOCKS],
+    pub d_base: [u32; ROW_GROUP],
+    pub d_spread: [u32; ROW_GROUP],
+    pub m_base: [u32; ROW_GROUP],
+    pub m_spread: [u32; ROW_GROUP],
+    /// A scale of the row in this chunk is ±∞ or NaN.
+    pub nonfinite: [bool; ROW_GROUP],
+}
+
+/// Smallest and largest shift of the non-zero mantissas, as (base, spread).
+fn shift_range(m: &[i32], sh: &[u32]) -> (u32, u32) {
+    let (mut lo, mut hi) = (u32::MAX, 0);
+    for (&m, &s) in m.iter().zip(sh) {
+        if m != 0 {
+            lo = lo.min(s);
+            hi = hi.max(s);
+        }
+    }
+    if lo == u32::MAX {
+        (0, 0)
+    } else {
+        (lo, hi - lo)
+    }
+}
+
+impl WeightChunkScales {
+    /// All zero.
+    pub(crate) const ZERO: WeightChunkScales = WeightChunkScales {
+        d_mant: [[0; ROW_GROUP]; CHUNK_BLOCKS],
+        d_rel: [[0; ROW_GROUP]; CHUNK_BLOCKS],
+        m_mant: [[0; ROW_GROUP]; CHUNK_BLOCKS],
+        m_rel: [[0; ROW_GROUP]; CHUNK_BLOCKS],
+        d_base: [0; ROW_GROUP],
+        d_spread: [0; ROW_GROUP],
+        m_base: [0; ROW_GROUP],
+        m_spread: [0; ROW_GROUP],
+        nonfinite: [false; ROW_GROUP],
+    };
+
+    /// Decodes blocks `b0..b0 + nb` of the group's rows (`bs` bytes per
+    /// block, `d` at byte 0 and, if `has_m`, `m` at byte 2).
+    fn decode(&mut self, rows: &[&[u8]; ROW_GROUP], bs: usize, b0: usize, nb: usize, has_m: bool) {
+        for (r, row) in rows.iter().enumerate() {
+            let mut dm = [0i32; CHUNK_BLOCKS];
+            let mut dsh = [0u32; CHUNK_BLOCKS];
+            let mut mm = [0i32; CHUNK_BLOCKS];
+            let mut msh = [0u32; CHUNK_BLOCKS];
+            let mut bad = false;
+            for (b, blk) in row.chunks_exact(bs).skip(b0).take(nb).enumerate() {
+                let d = u16::from_le_bytes([blk[0], blk[1]]);
+                bad |= f16_nonfinite(d);
+                (dm[b], dsh[b]) = f16_fixed(d);
+                if has_m {
+                    let m = u16::from_le_bytes([blk[2], blk[3]]);
+                    bad |= f16_nonfinite(m);
+                    (mm[b], msh[b]) = f16_fixed(m);
+                }
+            }
+            let (db, ds) = shift_range(&dm[..nb], &dsh[..nb]);
+            let (mb, ms) = shift_range(&mm[..nb], &msh[..nb]);
+            for b in 0..nb {
+                self.d_mant[b][r] = dm[b];
+                self.d_rel[b][r] = if dm[b] != 0 { dsh[b] - db } else { 0 };
+                self.m_mant[b][r] = mm[b];
+                self.m_rel[b][r] = if mm[b] != 0 { msh[b] - mb } else { 0 };
+            }
+            self.d_base[r] = db;
+            self.d_spread[r] = ds;
+            self.m_base[r] = mb;
+            self.m_spread[r] = ms;
+            self.nonfinite[r] = bad;
+        }
+    }
+}
+
+/// A split chunk kernel (the weight scales decoded beforehand into a
+/// [`WeightChunkScales`]): `(Σ d terms, Σ m terms)` per row of the group, in
+/// `i64`, relative to `2^(weight base + activation base)`; precondition:
+/// spreads within the limits.
+pub(crate) type ChunkFn = fn(
+    rows: &[&[u8]; ROW_GROUP],
+    b0: usize,
+    nb: usize,
+    w: &WeightChunkScales,
+    qs: &[i8],
+    sc: &[ActScale],
+) -> ([i64; ROW_GROUP], [i64; ROW_GROUP]);
+
+/// Portable Q4_1 chunk kernel.
+fn chunk_q4_1(
+    rows: &[&[u8]; ROW_GROUP],
+    b0: usize,
+    nb: usize,
+    w: &WeightChunkScales,
+    qs: &[i8],
+    sc: &[ActScale],
+) -> ([i64; ROW_GROUP], [i64; ROW_GROUP]) {
+    let mut ad = [0i64; ROW_GROUP];
+    let mut am = [0i64; ROW_GROUP];
+    for (r, row) in rows.iter().enumerate() {
+        let blocks = row.chunks_exact(20).skip(b0).take(nb);
+        for (b, ((blk, y), s)) in blocks.zip(qs.chunks_exact(QK)).zip(sc).enumerate() {
+            let mut q = [0u8; 16];
+            q.copy_from_slice(&blk[4..20]);
+            let sumi = nib_dot(&q, y);
+            let t = sumi as i64 * (w.d_mant[b][r] * s.dm) as i64;
+            ad[r] += t << (w.d_rel[b][r] + s.drel);
+            am[r] += ((w.m_mant[b][r] * s.sm) as i64) << (w.m_rel[b][r] + s.srel);
+        }
+    }
+    (ad, am)
+}
+
+/// Portable Q8_0 chunk kernel.
+fn chunk_q8_0(
+    rows: &[&[u8]; ROW_GROUP],
+    b0: usize,
+    nb: usize,
+    w: &WeightChunkScales,
+    qs: &[i8],
+    sc: &[ActScale],
+) -> ([i64; ROW_GROUP], [i64; ROW_GROUP]) {
+    let mut ad = [0i64; ROW_GROUP];
+    for (r, row) in rows.iter().enumerate() {
+        let blocks = row.chunks_exact(34).skip(b0).take(nb);
+        for (b, ((blk, y), s)) in blocks.zip(qs.chunks_exact(QK)).zip(sc).enumerate() {
+            let mut q = [0i8; 32];
+            for (o, &v) in q.iter_mut().zip(&blk[2..34]) {
+                *o = v as i8;
+            }
+            let t = i8_dot(&q, y) as i64 * (w.d_mant[b][r] * s.dm) as i64;
+            ad[r] += t << (w.d_rel[b][r] + s.drel);
+        }
+    }
+    (ad, [0; ROW_GROUP])
+}
+
+/// One chunk of one cell summed exactly in the cell's `i128` (the fallback
+/// when the chunk's spreads are too wide for the `i64` sums).
+fn chunk_in_i128(
+    ty: GgmlType,
+    row: &[u8],
+    b0: usize,
+    nb: usize,
+    qs: &[i8],
+    sc: &[ActScale],
+    acc: &mut ExactAcc,
+) {
+    let bs = ty.type_size();
+    for ((blk, y), s) in row
+        .chunks_exact(bs)
+        .skip(b0)
+        .take(nb)
+        .zip(qs.chunks_exact(QK))
+        .zip(sc)
+    {
+        let (dm, dsh) = f16_fixed(u16::from_le_bytes([blk[0], blk[1]]));
+        if ty == GgmlType::Q4_1 {
+            let mut q = [0u8; 16];
+            q.copy_from_slice(&blk[4..20]);
+            let (mm, msh) = f16_fixed(u16::from_le_bytes([blk[2], blk[3]]));
+            acc.add_shifted(nib_dot(&q, y) as i64 * (dm * s.dm) as i64, dsh + s.dsh);
+            acc.add_shifted((mm * s.sm) as i64, msh + s.ssh);
+        } else {
+            let mut q = [0i8; 32];
+            for (o, &v) in q.iter_mut().zip(&blk[2..34]) {
+                *o = v as i8;
+            }
+            acc.add_shifted(i8_dot(&q, y) as i64 * (dm * s.dm) as i64, dsh + s.dsh);
+        }
+    }
+}
+
+/// What a fused chunk kernel returns for one row group and one input row.
+#[derive(Clone, Copy)]
+pub(crate) struct ChunkSums {
+    /// False when a relative shift fell outside the `i64`-exact range; the
+    /// caller then sums the chunk in `i128` ([`chunk_in_i128`]).
+    pub fits_i64: bool,
+    /// Σ d terms per row, in units of `2^d_base[r]` (×2^-48).
+    pub d_sum: [i64; ROW_GROUP],
+    /// Base shift of `d_sum` per row (weight base + activation chunk base).
+    pub d_base: [u32; ROW_GROUP],
+    /// Σ m·s terms per row (Q4_1), in units of `2^m_base[r]`.
+    pub m_sum: [i64; ROW_GROUP],
+    /// Base shift of `m_sum`.
+    pub m_base: [u32; ROW_GROUP],
+    /// A weight scale of the chunk is ±∞/NaN (valid even when `!fits_i64`).
+    pub nonfinite: [bool; ROW_GROUP],
+}
+
+impl ChunkSums {
+    /// "Not computed": the caller sums the chunk in `i128` instead.
+    pub const NOT_COMPUTED: ChunkSums = ChunkSums {
+        fits_i64: false,
+        d_sum: [0; ROW_GROUP],
+        d_base: [0; ROW_GROUP],
+        m_sum: [0; ROW_GROUP],
+        m_base: [0; ROW_GROUP],
+        nonfinite: [false; ROW_GROUP],
+    };
+
+    /// Adds row `r`'s sums to `cell` if they fit `i64` (returns whether
+    /// they did; else the caller sums the chunk in `i128`), and its
+    /// non-finite flag (with the input row's, `act_bad`) either way.
+    #[inline(always)]
+    fn add_to(&self, r: usize, has_m: bool, act_bad: bool, cell: &mut ExactAcc) -> bool {
+        if self.fits_i64 {
+            cell.add_shifted(self.d_sum[r], self.d_base[r]);
+            if has_m {
+                cell.add_shifted(self.m_sum[r], self.m_base[r]);
+            }
+        }
+        cell.nonfinite |= self.nonfinite[r] || act_bad;
+        self.fits_i64
+    }
+}
+
+/// Input rows a multi-row fused kernel takes per pass over a weight chunk.
+pub(crate) const ACT_TILE: usize = 8;
+
+/// One chunk of up to `T` (by default [`ACT_TILE`]) input rows: quantized
+/// values, block scales and chunk ranges of rows `0..n`.
+pub(crate) struct ActTile<'x, const T: usize = ACT_TILE> {
+    #[cfg_attr(not(all(feature = "std", target_arch = "x86_64")), allow(dead_code))]
+    pub n: usize,
+    pub qs: [&'x [i8]; T],
+    pub sc: [&'x [ActScale]; T],
+    pub ch: [ChunkScale; T],
+}
+
+/// A pair of fused chunk kernels (the weight scales decoded on the fly
+/// against guessed bases, each input row told whether every shift stayed
+/// in range): one input row, and up to [`ACT_TILE`] rows per pass over a
+/// weight chunk. `group` holds the four weight rows back to back (`rb`
+/// bytes each). The drivers below are generic over it so that a SIMD build
+/// of them inlines the kernels and the cell rounding into one loop.
+pub(crate) trait FusedChunkKernel: Copy {
+    /// The chunk sums for one input row.
+    #[allow(clippy::too_many_arguments)]
+    fn one_input(
+        self,
+        group: &[u8],
+        rb: usize,
+        b0: usize,
+        nb: usize,
+        qs: &[i8],
+        sc: &[ActScale],
+        ch: &ChunkScale,
+    ) -> ChunkSums;
+    /// The chunk sums for each of the tile's input rows.
+    fn tile(
+        self,
+        group: &[u8],
+        rb: usize,
+        b0: usize,
+        nb: usize,
+        t: &ActTile<'_>,
+    ) -> [ChunkSums; ACT_TILE];
+}
+
+/// No fused kernel (the portable build).
+#[derive(Clone, Copy)]
+pub(crate) enum NoFusedKernel {}
+
+impl FusedChunkKernel for NoFusedKernel {
+    fn one_input(
+        self,
+        _: &[u8],
+        _: usize,
+        _: usize,
+        _: usize,
+        _: &[i8],
+        _: &[ActScale],
+        _: &ChunkScale,
+    ) -> ChunkSums {
+        match self {}
+    }
+    fn tile(
+        self,
+        _: &[u8],
+        _: usize,
+        _: usize,
+        _: usize,
+        _: &ActTile<'_>,
+    ) -> [ChunkSums; ACT_TILE] {
+        match self {}
+    }
+}
+
+/// Every whole group of weight rows `r0..` against the input rows of `x`,
+/// into `out` (rows, M); returns the rows done. A build of [`blocked_rows`]
+/// (or, for one input row, [`groups_single_input`]) with fused kernels
+/// built in.
+pub(crate) type BlockedRowsFn =
+    fn(w: &QMatrix<'_>, r0: usize, x: &QActs<'_>, out: &mut [F32]) -> usize;
+
+/// How a group's chunks are computed.
+#[derive(Clone, Copy)]
+pub(crate) enum GroupKernel<K> {
+    /// Scales decoded once per chunk ([`WeightChunkScales::decode`]), then
+    /// the chunk kernel per input row.
+    Split(ChunkFn),
+    /// A fused kernel (scales decoded inside it).
+    #[cfg_attr(not(all(feature = "std", target_arch = "x86_64")), allow(dead_code))]
+    Fused(K),
+}
+
+/// The SIMD drivers for `ty` on `path` and the level they are built for,
+/// if there are any.
+fn simd_rows(ty: GgmlType, path: KernelPath) -> Option<(BlockedRowsFn, Level)> {
+    let widest = match path {
+        KernelPath::Auto => Level::Avx512Vnni,
+        KernelPath::Avx2 => Level::Avx2,
+        KernelPath::Reference | KernelPath::Portable => return None,
+    };
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    {
+        x86::fused_rows(ty, widest)
+    }
+    #[cfg(not(all(feature = "std", target_arch = "x86_64")))]
+    {
+        let _ = (ty, widest);
+        None
+    }
+}
+
+/// The portable split kernel for `ty`, if the blocked kernel handles it.
+fn split_kernel(ty: GgmlType) -> Option<GroupKernel<NoFusedKernel>> {
+    match ty {
+        GgmlType::Q4_1 => Some(GroupKernel::Split(chunk_q4_1)),
+        GgmlType::Q8_0 => Some(GroupKernel::Split(chunk_q8_0)),
+        _ => None,
+    }
+}
+
+/// Cells of weight rows `r0..` into `out` (rows, M), best available path.
+pub fn rows_kernel(w: &QMatrix<'_>, r0: usize, x: &QActs<'_>, out: &mut [F32]) {
+    rows_kernel_with(w, r0, x, out, KernelPath::Auto);
+}
+
+/// [`rows_kernel`] on a chosen [`KernelPath`] (tests and benches compare
+/// them); reports what ran.
+pub fn rows_kernel_with(
+    w: &QMatrix<'_>,
+    r0: usize,
+    x: &QActs<'_>,
+    out: &mut [F32],
+    path: KernelPath,
+) -> RowsRun {
+    let m = x.rows().max(1);
+    let (blocked_rows, build) = if path == KernelPath::Reference {
+        (0, Level::Portable)
+    } else if let Some((f, level)) = simd_rows(w.ty, path) {
+        (f(w, r0, x, out), level)
+    } else if let Some(k) = split_kernel(w.ty) {
+        (blocked_rows(w, r0, x, out, k), Level::Portable)
+    } else {
+        (0, Level::Portable)
+    };
+    for (i, cells) in out.chunks_mut(m).enumerate().skip(blocked_rows) {
+        let row = w.row(r0 + i);
+        for (j, c) in cells.iter_mut().enumerate() {
+            *c = match (row, x.row(j)) {
+                (Ok(data), Ok(a)) => dot_row(w.ty, data, &a, w.n_in).unwrap_or(F32::NAN),
+                _ => F32::NAN,
+            };
+        }
+    }
+    let build = if blocked_rows == 0 {
+        Level::Portable
+    } else {
+        build
+    };
+    RowsRun {
+        blocked_rows,
+        build,
+    }
+}
+
+/// What the blocked kernel needs to know of a weight format.
+#[derive(Clone, Copy)]
+struct BlockedFormat {
+    /// Bytes per block.
+    block_bytes: usize,
+    /// Q4_1: a min term per block.
+    has_m: bool,
+    /// [`LIM_Q4_1_D`] or [`LIM_Q8_0_D`].
+    lim_d: u32,
+    /// [`LIM_Q4_1_M`] (no limit for Q8_0).
+    lim_m: u32,
+    /// The input row's flags that make a cell NaN.
+    act_flags: u8,
+}
+
+impl BlockedFormat {
+    /// Q4_1 or Q8_0; `None` for the formats the blocked kernel leaves to
+    /// [`dot_row`].
+    #[inline(always)]
+    fn of(ty: GgmlType) -> Option<BlockedFormat> {
+        match ty {
+            GgmlType::Q4_1 => Some(BlockedFormat {
+                block_bytes: 20,
+                has_m: true,
+                lim_d: LIM_Q4_1_D,
+                lim_m: LIM_Q4_1_M,
+                act_flags: FLAG_D_NONFINITE | FLAG_S_NONFINITE,
+            }),
+            GgmlType::Q8_0 => Some(BlockedFormat {
+                block_bytes: 34,
+                has_m: false,
+                lim_d: LIM_Q8_0_D,
+                lim_m: u32::MAX,
+                act_flags: FLAG_D_NONFINITE,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// Every whole group of weight rows `r0..` against the input rows of `x`
+/// with `kernel`, into `out` (rows, M); returns the rows done (the caller
+/// computes the rest per cell). Input rows are fetched and checked once per
+/// [`ACT_ROWS_PER_PASS`] of them, not once per group; every group runs on
+/// each batch of rows.
+#[inline(always)]
+pub(crate) fn blocked_rows<K: FusedChunkKernel>(
+    w: &QMatrix<'_>,
+    r0: usize,
+    x: &QActs<'_>,
+    out: &mut [F32],
+    kernel: GroupKernel<K>,
+) -> usize {
+    let m = x.rows().max(1);
+    let n_rows = out.len() / m;
+    let mut wc = WeightChunkScales::ZERO;
+    let mut buf: [Option<ActRow<'_>>; ACT_ROWS_PER_PASS] = [None; ACT_ROWS_PER_PASS];
+    let mut groups = n_rows / ROW_GROUP;
+    for s0 in (0..m).step_by(ACT_ROWS_PER_PASS) {
+        let sl = ACT_ROWS_PER_PASS.min(m - s0);
+        for (j, a) in buf.iter_mut().enumerate().take(sl) {
+            *a = x.row(s0 + j).ok().filter(|r| act_row_fits(w, r));
+        }
+        if buf[..sl].iter().any(Option::is_none) {
+            return 0;
+        }
+        for g in 0..groups {
+            let cells = &mut out[g * ROW_GROUP * m..(g + 1) * ROW_GROUP * m];
+            let (rg, acts) = (r0 + g * ROW_GROUP, &buf[..sl]);
+            let ok = if m == 1 {
+                group::<1, K>(w, rg, acts, s0, m, cells, kernel, &mut wc)
+            } else {
+                group::<ACT_ROWS_PER_DECODE, K>(w, rg, acts, s0, m, cells, kernel, &mut wc)
+            };
+            if ok.is_none() {
+                groups = g;
+                break;
+            }
+        }
+    }
+    groups * ROW_GROUP
+}
+
+/// Every whole group of weight rows `r0..` against the single input row of
+/// `x` (a matrix-vector product), with a fused kernel, into `out`; returns
+/// the rows done (`None`, with nothing written, if the input is not what
+/// the kernel expects).
+#[inline(always)]
+#[cfg_attr(not(all(feature = "std", target_arch = "x86_64")), allow(dead_code))]
+pub(crate) fn groups_single_input<K: FusedChunkKernel>(
+    w: &QMatrix<'_>,
+    r0: usize,
+    x: &QActs<'_>,
+    out: &mut [F32],
+    k: K,
+) -> Option<usize> {
+    let a = x.row(0).ok()?;
+    let nb = w.n_in / QK;
+    let fmt = BlockedFormat::of(w.ty)?;
+    if !act_row_fits(w, &a) {
+        return None;
+    }
+    let act_bad = a.flags & fmt.act_flags != 0;
+    let rb = w.row_bytes();
+    let n_groups = out.len() / ROW_GROUP;
+    let start = r0.checked_mul(rb)?;
+    let data = w.data.get(start..start + n_groups * ROW_GROUP * rb)?;
+    for (gi, (group_bytes, cells_out)) in data
+        .chunks_exact(ROW_GROUP * rb)
+        .zip(out.chunks_exact_mut(ROW_GROUP))
+        .enumerate()
+    {
+        let mut cells = [ExactAcc::default(); ROW_GROUP];
+        for (c, b0) in (0..nb).step_by(CHUNK_BLOCKS).enumerate() {
+            let cn = CHUNK_BLOCKS.min(nb - b0);
+            let (qs, sc) = (&a.qs[b0 * QK..(b0 + cn) * QK], &a.sc[b0..b0 + cn]);
+            let res = k.one_input(group_bytes, rb, b0, cn, qs, sc, &a.ch[c]);
+            for (r, cell) in cells.iter_mut().enumerate() {
+                if !res.add_to(r, fmt.has_m, act_bad, cell) {
+                    let row = w.row(r0 + gi * ROW_GROUP + r).ok()?;
+                    chunk_in_i128(w.ty, row, b0, cn, qs, sc, cell);
+                }
+            }
+        }
+        for (o, c) in cells_out.iter_mut().zip(cells) {
+            *o = c.finish();
+        }
+    }
+    Some(n_groups * ROW_GROUP)
+}
+
+/// Input rows the blocked kernels take per pass over all weight groups.
+const ACT_ROWS_PER_PASS: usize = 64;
+
+/// Whether the blocked kernels can take input row `a` for `w`.
+#[inline(always)]
+fn act_row_fits(w: &QMatrix<'_>, a: &ActRow<'_>) -> bool {
+    let nb = w.n_in / QK;
+    a.qs.len() == w.n_in && a.sc.len() == nb && a.ch.len() == nb.div_ceil(CHUNK_BLOCKS)
+}
+
+/// Blocks `b0..b0 + nb` of chunk `index` (of [`CHUNK_BLOCKS`] blocks).
+#[derive(Clone, Copy)]
+struct Chunk {
+    index: usize,
+    b0: usize,
+    nb: usize,
+}
+
+impl Chunk {
+    /// Input row `a`'s quantized values, block scales and chunk range for
+    /// this chunk (`None` if `a` is shorter).
+    #[inline(always)]
+    fn of<'a>(&self, a: &ActRow<'a>) -> Option<(&'a [i8], &'a [ActScale], ChunkScale)> {
+        let qs = a.qs.get(self.b0 * QK..(self.b0 + self.nb) * QK)?;
+        let sc = a.sc.get(self.b0..self.b0 + self.nb)?;
+        Some((qs, sc, *a.ch.get(self.index)?))
+    }
+}
+
+/// One group of [`ROW_GROUP`] weight rows × the input rows `all` (columns
+/// `col0..` of `m`, all checked by [`act_row_fits`]) into `out`
+/// (ROW_GROUP, m), `MT` input rows at a time, chunk by chunk. `None`
+/// (nothing written) if the weight rows are not what the kernel expects.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn group<const MT: usize, K: FusedChunkKernel>(
+    w: &QMatrix<'_>,
+    r0: usize,
+    all: &[Option<ActRow<'_>>],
+    col0: usize,
+    m: usize,
+    out: &mut [F32],
+    kernel: GroupKernel<K>,
+    wc: &mut WeightChunkScales,
+) -> Option<()> {
+    let rb = w.row_bytes();
+    let group_bytes = w.data.get(r0 * rb..(r0 + ROW_GROUP) * rb)?;
+    let rows: [&[u8]; ROW_GROUP] = [
+        w.row(r0).ok()?,
+        w.row(r0 + 1).ok()?,
+        w.row(r0 + 2).ok()?,
+        w.row(r0 + 3).ok()?,
+    ];
+    let nb = w.n_in / QK;
+    let fmt = BlockedFormat::of(w.ty)?;
+    if out.len() < ROW_GROUP * m || col0 + all.len() > m {
+        return None;
+    }
+    for m0 in (0..all.len()).step_by(MT) {
+        let mt = MT.min(all.len() - m0);
+        let acts = &all[m0..m0 + mt];
+        let mut cells = [[ExactAcc::default(); MT]; ROW_GROUP];
+        for (index, b0) in (0..nb).step_by(CHUNK_BLOCKS).enumerate() {
+            let ch = Chunk {
+                index,
+                b0,
+                nb: CHUNK_BLOCKS.min(nb - b0),
+            };
+            match kernel {
+                GroupKernel::Split(f) => {
+                    wc.decode(&rows, fmt.block_bytes, ch.b0, ch.nb, fmt.has_m);
+                    chunk_split(w.ty, fmt, &rows, ch, acts, f, wc, &mut cells)?;
+                }
+                GroupKernel::Fused(k) => {
+                    chunk_fused(w.ty, fmt, (group_bytes, rb), &rows, ch, acts, k, &mut cells)?;
+                }
+            }
+        }
+        for r in 0..ROW_GROUP {
+            for j in 0..mt {
+                out[r * m + col0 + m0 + j] = cells[r][j].finish();
+            }
+        }
+    }
+    Some(())
+}
+
+/// One chunk of a group with a split kernel: for each input row, the
+/// chunk kernel `f` over the decoded scales `wc` if the spreads fit the
+/// `i64` limits, else [`chunk_in_i128`]; added to the row's `cells`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn chunk_split<const MT: usize>(
+    ty: GgmlType,
+    fmt: BlockedFormat,
+    rows: &[&[u8]; ROW_GROUP],
+    ch: Chunk,
+    acts: &[Option<ActRow<'_>>],
+    f: ChunkFn,
+    wc: &WeightChunkScales,
+    cells: &mut [[ExactAcc; MT]; ROW_GROUP],
+) -> Option<()> {
+    for (j, a) in acts.iter().enumerate().take(MT) {
+        let Some(a) = a else { continue };
+        let (qs, sc, acs) = ch.of(a)?;
+        let fits = (0..ROW_GROUP).all(|r| {
+            wc.d_spread[r] + acs.dspread <= fmt.lim_d
+                && (!fmt.has_m || wc.m_spread[r] + acs.sspread <= fmt.lim_m)
+        });
+        if fits {
+            let (ad, am) = f(rows, ch.b0, ch.nb, wc, qs, sc);
+            for r in 0..ROW_GROUP {
+                let cell = &mut cells[r][j];
+                cell.add_shifted(ad[r], wc.d_base[r] + acs.dbase);
+                if fmt.has_m {
+                    cell.add_shifted(am[r], wc.m_base[r] + acs.sbase);
+                }
+            }
+        } else {
+            for r in 0..ROW_GROUP {
+                chunk_in_i128(ty, rows[r], ch.b0, ch.nb, qs, sc, &mut cells[r][j]);
+            }
+        }
+        for (cr, &bad) in cells.iter_mut().zip(&wc.nonfinite) {
+            cr[j].nonfinite |= bad || a.flags & fmt.act_flags != 0;
+        }
+    }
+    Some(())
+}
+
+/// One chunk of a group with a fused kernel: the input rows `acts` in
+/// tiles of [`ACT_TILE`] (one row: the single-row kernel), each row's sums
+/// added to its `cells`, or the chunk summed by [`chunk_in_i128`] where
+/// they do not fit `i64`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn chunk_fused<const MT: usize, K: FusedChunkKernel>(
+    ty: GgmlType,
+    fmt: BlockedFormat,
+    (group_bytes, rb): (&[u8], usize),
+    rows: &[&[u8]; ROW_GROUP],
+    ch: Chunk,
+    acts: &[Option<ActRow<'_>>],
+    k: K,
+    cells: &mut [[ExactAcc; MT]; ROW_GROUP],
+) -> Option<()> {
+    let mt = acts.len().min(MT);
+    let mut j0 = 0;
+    while j0 < mt {
+        let n = ACT_TILE.min(mt - j0);
+        let mut tile = ActTile {
+            n,
+            qs: [&[]; ACT_TILE],
+            sc: [&[]; ACT_TILE],
+            ch: [ChunkScale::default(); ACT_TILE],
+        };
+        for (t, a) in acts[j0..j0 + n].iter().enumerate() {
+            (tile.qs[t], tile.sc[t], tile.ch[t]) = ch.of(a.as_ref()?)?;
+        }
+        let results = match n {
+            2.. => k.tile(group_bytes, rb, ch.b0, ch.nb, &tile),
+            _ => {
+                let mut one = [ChunkSums::NOT_COMPUTED; ACT_TILE];
+                let (qs, sc, acs) = (tile.qs[0], tile.sc[0], &tile.ch[0]);
+                one[0] = k.one_input(group_bytes, rb, ch.b0, ch.nb, qs, sc, acs);
+                one
+            }
+        };
+        for (t, res) in results.iter().enumerate().take(n) {
+            let j = j0 + t;
+            let Some(a) = &acts[j] else { continue };
+            let act_bad = a.flags & fmt.act_flags != 0;
+            for r in 0..ROW_GROUP {
+                let cell = &mut cells[r][j];
+                if !res.add_to(r, fmt.has_m, act_bad, cell) {
+                    chunk_in_i128(ty, rows[r], ch.b0, ch.nb, tile.qs[t], tile.sc[t], cell);
+                }
+            }
+        }
+        j0 += n;
+    }
+    Some(())
+}
