@@ -325,7 +325,9 @@ pub(super) struct RunState<'a> {
     pub(super) block_out: &'a mut [F32], // (n_rows, dim) wo / w_down output, added to x
     pub(super) gate: &'a mut [F32],     // (n_rows, hidden_dim) w_gate output, then SwiGLU
     pub(super) up: &'a mut [F32],       // (n_rows, hidden_dim) w_up output
-    /// Matmul transpose scratch; head passes: the pass's block, then scratch.
+    /// Matmul cells weight-row-major before the transpose, `(n_out, n_rows)`;
+    /// in head passes: the pass's `(n_logit_rows, head_pass_rows)` block,
+    /// then the matmul's scratch.
     pub(super) matmul_scratch: &'a mut [F32],
     pub(super) logits: &'a mut [F32], // (n_logit_rows, vocab_size)
     pub(super) rope_sin_cos: &'a mut [F32], // (n_rows, n_rot) sin | cos of each row's angles
