@@ -279,6 +279,26 @@ pub enum Error {
         /// The handle's slot index.
         index: u32,
     },
+    /// The scheduler's queue has no room for the request's completions
+    /// (`sched::Scheduler::submit`; a server answers 429 and retries later).
+    QueueFull {
+        /// Completions the queue holds at most (`SchedConfig::max_slots`).
+        capacity: usize,
+    },
+    /// No waiting or running request has this id (`sched::Scheduler::cancel`):
+    /// never submitted, finished, or already cancelled.
+    UnknownRequest {
+        /// The request id.
+        id: u64,
+    },
+    /// A prompt plus its `max_tokens` does not fit a sequence or the KV pool
+    /// (`sched::Scheduler::submit`).
+    PromptTooLong {
+        /// Prompt tokens plus `max_tokens`.
+        len: usize,
+        /// The longest sequence the scheduler can run.
+        max: usize,
+    },
 }
 
 impl From<crate::gguf::GgufError> for Error {
@@ -389,6 +409,13 @@ impl fmt::Display for Error {
             }
             Error::DuplicateSequence { index } => {
                 write!(f, "sequence {index} appears twice in one request")
+            }
+            Error::QueueFull { capacity } => {
+                write!(f, "queue full ({capacity} completions)")
+            }
+            Error::UnknownRequest { id } => write!(f, "unknown request {id}"),
+            Error::PromptTooLong { len, max } => {
+                write!(f, "prompt plus max_tokens too long: {len} > {max}")
             }
         }
     }

@@ -109,6 +109,7 @@ pub mod parallel;
 mod pool;
 pub mod quant;
 pub mod sample;
+pub mod sched;
 pub mod selftest;
 pub mod simd;
 #[cfg(test)]
