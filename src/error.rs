@@ -174,10 +174,6 @@ pub enum Error {
         /// The key.
         key: Name,
     },
-    /// A configuration value is out of range or inconsistent.
-    ///
-    /// Deprecated: being replaced by the specific variants below; no new code returns it.
-    InvalidConfig,
     /// A step entry has no tokens (`Engine::step`).
     EmptyEntry {
         /// The entry's index in the step.
@@ -361,7 +357,6 @@ impl fmt::Display for Error {
             Error::MissingMetadata { key } => {
                 write!(f, "required metadata {key} missing or mistyped")
             }
-            Error::InvalidConfig => f.write_str("invalid configuration"),
             Error::EmptyEntry { index } => write!(f, "step entry {index} has no tokens"),
             Error::EmptyPrompt => f.write_str("empty prompt"),
             Error::InvalidLimit { name, value } => {

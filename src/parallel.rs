@@ -4,6 +4,17 @@
 //! output buffer, each computed by the same per-cell code); a reduction is
 //! never split. So results do not depend on the implementation or on the
 //! number of threads.
+//!
+//! Fallible work goes through [`Parallel::try_for_each_chunk`], whose error is
+//! deterministic too: the lowest failing chunk's own error, whichever thread
+//! ran it and whatever the thread count (tested below on [`Serial`], on a
+//! backwards-running implementation and, with `std`, on the `ThreadPool`).
+
+use core::sync::atomic::{AtomicUsize, Ordering};
+
+/// A fallible chunk closure for [`Parallel::try_for_each_chunk`]:
+/// `f(index, chunk)`.
+pub type TryChunkFn<'f, T, E> = dyn Fn(usize, &mut [T]) -> Result<(), E> + Sync + 'f;
 
 /// Runs a closure over disjoint chunks of a buffer, in any order, on any threads.
 pub trait Parallel: Sync {
@@ -18,6 +29,44 @@ pub trait Parallel: Sync {
         chunk_len: usize,
         f: &(dyn Fn(usize, &mut [T]) + Sync),
     );
+
+    /// [`Parallel::for_each_chunk`] with a fallible `f`: `Ok` when every
+    /// chunk succeeded, otherwise the error of the **lowest-indexed** chunk
+    /// that failed — the same error whatever the thread count or the order
+    /// the chunks ran in.
+    ///
+    /// Every chunk runs once in the region. The failing chunks' indices are
+    /// folded into one `fetch_min`; after the region the lowest one's closure
+    /// runs again on the calling thread to produce its error (no lock, no
+    /// allocation). So `f` must fail *reproducibly*: a chunk that failed
+    /// fails the same way when run again on what it left — true of every
+    /// closure that checks its inputs before it writes, as the library's
+    /// kernels do. (Precisely, the result is that of running chunks
+    /// `lowest..` in order on the calling thread and stopping at the first
+    /// error; for a reproducible `f` that is the lowest chunk's error.)
+    /// The contents of `data` after an error are unspecified.
+    fn try_for_each_chunk<T: Send, E>(
+        &self,
+        data: &mut [T],
+        chunk_len: usize,
+        f: &TryChunkFn<'_, T, E>,
+    ) -> Result<(), E> {
+        let chunk_len = chunk_len.max(1);
+        let lowest_failed = AtomicUsize::new(usize::MAX);
+        self.for_each_chunk(data, chunk_len, &|i, chunk| {
+            if f(i, chunk).is_err() {
+                lowest_failed.fetch_min(i, Ordering::Relaxed);
+            }
+        });
+        let lowest = lowest_failed.into_inner();
+        if lowest == usize::MAX {
+            return Ok(());
+        }
+        for (i, chunk) in data.chunks_mut(chunk_len).enumerate().skip(lowest) {
+            f(i, chunk)?;
+        }
+        Ok(())
+    }
 }
 
 /// Everything on the calling thread.
@@ -43,3 +92,94 @@ impl Parallel for Serial {
 
 #[cfg(feature = "std")]
 pub use crate::pool::ThreadPool;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Chunks in reverse order, so the lowest failing chunk fails last.
+    struct Backwards;
+
+    impl Parallel for Backwards {
+        fn threads(&self) -> usize {
+            3
+        }
+
+        fn for_each_chunk<T: Send>(
+            &self,
+            data: &mut [T],
+            chunk_len: usize,
+            f: &(dyn Fn(usize, &mut [T]) + Sync),
+        ) {
+            let n = data.chunks_mut(chunk_len.max(1)).count();
+            for (i, c) in data.chunks_mut(chunk_len.max(1)).rev().enumerate() {
+                f(n - 1 - i, c);
+            }
+        }
+    }
+
+    /// Over 40 elements in chunks of 3: marks every element of a chunk with
+    /// its index plus one, failing with `Err(i)` on the chunks in `failing`
+    /// (before writing). Returns the result and the marks.
+    fn run<P: Parallel>(par: &P, failing: &[usize]) -> (Result<(), usize>, [usize; 40]) {
+        let mut data = [0usize; 40];
+        let r = par.try_for_each_chunk(&mut data, 3, &|i, c| {
+            if failing.contains(&i) {
+                return Err(i);
+            }
+            c.fill(i + 1);
+            Ok(())
+        });
+        (r, data)
+    }
+
+    fn check<P: Parallel>(par: &P) {
+        let (r, data) = run(par, &[]);
+        assert_eq!(r, Ok(()));
+        for (k, &v) in data.iter().enumerate() {
+            assert_eq!(v, k / 3 + 1, "element {k} not written by its chunk");
+        }
+        for failing in [&[0][..], &[13], &[5, 2, 9], &[13, 12, 11], &[7, 1]] {
+            let lowest = failing.iter().copied().min();
+            for _ in 0..20 {
+                assert_eq!(run(par, failing).0, Err(lowest.unwrap_or(0)));
+            }
+        }
+    }
+
+    #[test]
+    fn lowest_failing_chunk_serial() {
+        check(&Serial);
+    }
+
+    #[test]
+    fn lowest_failing_chunk_backwards() {
+        check(&Backwards);
+    }
+
+    #[cfg(feature = "std")]
+    #[test]
+    fn lowest_failing_chunk_thread_pool() {
+        for threads in 1..=4 {
+            let pool = ThreadPool::new(threads).unwrap_or_else(|e| panic!("pool: {e}"));
+            check(&pool);
+        }
+    }
+
+    /// A closure that fails only the first time it runs a chunk breaks the
+    /// contract; the result is then that of running the tail in order.
+    #[test]
+    fn unreproducible_failure_reruns_the_tail() {
+        let tries = AtomicUsize::new(0);
+        let mut data = [0u8; 10];
+        let r: Result<(), usize> = Backwards.try_for_each_chunk(&mut data, 2, &|i, c| {
+            if i == 1 && tries.fetch_add(1, Ordering::Relaxed) == 0 {
+                return Err(i);
+            }
+            c.fill(1);
+            Ok(())
+        });
+        assert_eq!(r, Ok(()));
+        assert_eq!(data, [1; 10]);
+    }
+}

@@ -452,7 +452,7 @@ proptest! {
                    Entry { seq: a, tokens: &next[1..], all_logits: false }],
                  |e| matches!(e, Error::DuplicateSequence { .. })),
                 (&[Entry { seq: a, tokens: &[], all_logits: false }],
-                 |e| matches!(e, Error::InvalidConfig)),
+                 |e| matches!(e, Error::EmptyEntry { index: 0 })),
             ];
             for (i, (batch, is_expected)) in tries.iter().enumerate() {
                 match eng.step(&Serial, batch) {

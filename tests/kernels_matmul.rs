@@ -325,7 +325,7 @@ fn extreme_blocks_agree() {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
     /// One input row against three matrices in one region
-    /// (`matvec_shares`, 1–5 threads) gives each matrix's `matmul` cells;
+    /// (`fused_matvecs`, 1–5 threads) gives each matrix's `matmul` cells;
     /// `post` runs once per share, on equal row ranges of equal-height
     /// matrices (here: adds the second output into the first).
     #[test]
@@ -348,7 +348,7 @@ proptest! {
         let mut outs: Vec<Vec<F32>> = heights.iter().map(|&n| vec![F32::ZERO; n]).collect();
         let [o0, o1, o2] = &mut outs[..] else { unreachable!() };
         let calls = std::sync::atomic::AtomicUsize::new(0);
-        matmul::matvec_shares(&pool, &a, [&ws[0], &ws[1], &ws[2]], [o0, o1, o2], &|s| {
+        matmul::fused_matvecs(&pool, &a, [&ws[0], &ws[1], &ws[2]], [o0, o1, o2], &|s| {
             calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             if let [Some(a), Some(b), _] = s {
                 if a.len() != b.len() {

@@ -383,7 +383,7 @@ fn sizing_is_exact_enough_and_configs_are_checked() {
         let mut b = vec![0u8; 4096];
         assert!(matches!(
             PagedCache::new(&mut Arena::new(&mut b), bad),
-            Err(Error::InvalidConfig)
+            Err(Error::InvalidLimit { value: 0, .. })
         ));
     }
     let huge = KvConfig {

@@ -87,34 +87,43 @@ pub fn matmul<P: Parallel>(
     Ok(())
 }
 
-/// One thread's shares of the outputs of [`matvec_shares`] (`None` where a
-/// matrix has no rows left for it).
-pub type Shares<'a, const N: usize> = [Option<&'a mut [F32]>; N];
+/// One thread's rows of every output of [`fused_matvecs`]: entry `k` is its
+/// share of matrix `k`'s output, `None` where that matrix has no rows left
+/// for it.
+pub type ThreadShares<'a, const N: usize> = [Option<&'a mut [F32]>; N];
 
-/// Most threads [`matvec_shares`] splits over (more take the plain path).
-pub const MAX_SHARES: usize = 64;
+/// Most threads [`fused_matvecs`] splits over (more take the plain path).
+pub const MAX_FUSED_THREADS: usize = 64;
 
 /// One input row `x` against `N` weight matrices in a single parallel
 /// region: `outs[k] (n_out_k) = W_k · x`, each thread taking one contiguous
 /// share of every matrix's rows (the shares of [`matmul`] for one row), then
-/// `post(shares)` on its shares of the outputs (matrices of equal `n_out`
-/// get the same row ranges). Fewer barriers than `N` calls of [`matmul`],
+/// `epilogue(shares)` on its shares of the outputs (matrices of equal `n_out`
+/// get the same row ranges, so an elementwise epilogue such as SwiGLU sees
+/// matching gate and up rows). Fewer barriers than `N` calls of [`matmul`],
 /// the same cells.
 ///
-/// Errors: as [`matmul`], `x` with more than one row or more than
-/// [`MAX_SHARES`] threads (all checked before anything is written); an
-/// error from `post` is reported after the region, the outputs then
-/// written as far as the kernels and `post` got.
-pub fn matvec_shares<P: Parallel, const N: usize>(
+/// Errors, checked before anything is written: [`Error::ShapeMismatch`] if
+/// `x` has other than one row or a matrix's `n_in` / an output's length is
+/// wrong, [`Error::UnsupportedType`] if `x` is not the [`ActKind`] a matrix
+/// reads, [`Error::TooManyThreads`] above [`MAX_FUSED_THREADS`]. An error of
+/// `epilogue` is returned as it is (the lowest failing share's, see
+/// [`Parallel::try_for_each_chunk`]), the outputs then written as far as
+/// the kernels and `epilogue` got.
+pub fn fused_matvecs<P: Parallel, const N: usize>(
     par: &P,
     x: &QActs<'_>,
     ws: [&QMatrix<'_>; N],
     outs: [&mut [F32]; N],
-    post: &(dyn Fn(&mut Shares<'_, N>) -> Result<()> + Sync),
+    epilogue: &(dyn Fn(&mut ThreadShares<'_, N>) -> Result<()> + Sync),
 ) -> Result<()> {
     let threads = par.threads().max(1);
-    if x.rows() != 1 || threads > MAX_SHARES {
-        return Err(Error::InvalidConfig);
+    super::check_len(1, x.rows())?;
+    if threads > MAX_FUSED_THREADS {
+        return Err(Error::TooManyThreads {
+            threads,
+            max: MAX_FUSED_THREADS,
+        });
     }
     for (w, out) in ws.iter().zip(&outs) {
         if x.kind() != ActKind::for_weight(w.ty) {
@@ -133,27 +142,21 @@ pub fn matvec_shares<P: Parallel, const N: usize>(
         k += 1;
         it
     });
-    let mut jobs: [Shares<'_, N>; MAX_SHARES] =
+    let mut jobs: [ThreadShares<'_, N>; MAX_FUSED_THREADS] =
         core::array::from_fn(|_| core::array::from_fn(|k| iters[k].next()));
     let n_jobs = (0..N)
         .map(|k| ws[k].n_out.div_ceil(rows[k]))
         .max()
         .unwrap_or(0);
-    let failed = core::sync::atomic::AtomicBool::new(false);
-    par.for_each_chunk(&mut jobs[..n_jobs], 1, &|i, job| {
-        for job in job.iter_mut() {
-            for (k, out) in job.iter_mut().enumerate() {
+    par.try_for_each_chunk(&mut jobs[..n_jobs], 1, &|i, job| {
+        for shares in job.iter_mut() {
+            for (k, out) in shares.iter_mut().enumerate() {
                 if let Some(out) = out {
                     fast::rows_kernel(ws[k], i * rows[k], x, out);
                 }
             }
-            if post(job).is_err() {
-                failed.store(true, core::sync::atomic::Ordering::Relaxed);
-            }
+            epilogue(shares)?;
         }
-    });
-    if failed.load(core::sync::atomic::Ordering::Relaxed) {
-        return Err(Error::InvalidConfig);
-    }
-    Ok(())
+        Ok(())
+    })
 }

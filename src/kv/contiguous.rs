@@ -71,8 +71,9 @@ impl<'a> ContiguousCache<'a> {
             .checked_add(SlotTable::bytes_required(cfg.max_seqs)?)
     }
 
-    /// An empty cache carved from `arena`. Errors: [`Error::InvalidConfig`]
-    /// (a zero dimension, `max_seqs > u32::MAX`), [`Error::ArenaExhausted`].
+    /// An empty cache carved from `arena`. Errors: [`Error::InvalidLimit`]
+    /// naming the field (a zero dimension, `max_seqs > u32::MAX`),
+    /// [`Error::SizeOverflow`], [`Error::ArenaExhausted`].
     pub fn new(arena: &mut Arena<'a>, cfg: KvConfig) -> Result<Self> {
         cfg.validate_common()?;
         let n_rows = total_rows(&cfg).ok_or(Error::SizeOverflow)?;

@@ -138,14 +138,26 @@ impl KvConfig {
 
     /// Checks the fields both caches use (the page fields are checked by the
     /// paged cache).
+    ///
+    /// Errors: [`Error::InvalidLimit`] naming the first field that is zero
+    /// (`n_layers`, `kv_dim`, `max_seqs`, `max_seq_len`) or too large
+    /// (`max_seqs` above `u32::MAX`).
     pub(crate) fn validate_common(&self) -> Result<()> {
-        if self.n_layers == 0
-            || self.kv_dim == 0
-            || self.max_seqs == 0
-            || self.max_seq_len == 0
-            || u32::try_from(self.max_seqs).is_err()
-        {
-            return Err(Error::InvalidConfig);
+        for (name, value) in [
+            ("n_layers", self.n_layers),
+            ("kv_dim", self.kv_dim),
+            ("max_seqs", self.max_seqs),
+            ("max_seq_len", self.max_seq_len),
+        ] {
+            if value == 0 {
+                return Err(Error::InvalidLimit { name, value });
+            }
+        }
+        if u32::try_from(self.max_seqs).is_err() {
+            return Err(Error::InvalidLimit {
+                name: "max_seqs",
+                value: self.max_seqs,
+            });
         }
         Ok(())
     }

@@ -103,8 +103,17 @@ fn geometry(cfg: &KvConfig) -> Option<(usize, usize)> {
 
 fn validate(cfg: &KvConfig) -> Result<()> {
     cfg.validate_common()?;
-    if cfg.page_size == 0 || u32::try_from(cfg.n_pages).is_err() {
-        return Err(Error::InvalidConfig);
+    if cfg.page_size == 0 {
+        return Err(Error::InvalidLimit {
+            name: "page_size",
+            value: cfg.page_size,
+        });
+    }
+    if u32::try_from(cfg.n_pages).is_err() {
+        return Err(Error::InvalidLimit {
+            name: "n_pages",
+            value: cfg.n_pages,
+        });
     }
     Ok(())
 }
@@ -124,8 +133,9 @@ impl<'a> PagedCache<'a> {
     }
 
     /// An empty cache carved from `arena`, every page free. Errors:
-    /// [`Error::InvalidConfig`] (a zero dimension or page size, `max_seqs` or
-    /// `n_pages` above `u32::MAX`), [`Error::ArenaExhausted`].
+    /// [`Error::InvalidLimit`] naming the field (a zero dimension or page
+    /// size, `max_seqs` or `n_pages` above `u32::MAX`),
+    /// [`Error::SizeOverflow`], [`Error::ArenaExhausted`].
     pub fn new(arena: &mut Arena<'a>, cfg: KvConfig) -> Result<Self> {
         validate(&cfg)?;
         let (_, pool_rows) = geometry(&cfg).ok_or(Error::SizeOverflow)?;

@@ -52,31 +52,63 @@ impl Config {
     }
 
     /// Checks the shape relations every kernel relies on.
+    ///
+    /// Errors: [`Error::InvalidHeads`] (no heads, `n_heads` not a multiple
+    /// of `n_kv_heads`, `head_dim` zero), [`Error::InvalidRope`] (`n_rot`
+    /// odd or above `head_dim`), [`Error::InvalidModelConfig`] for any other
+    /// hyper-parameter out of range, named by its GGUF key (a float's value
+    /// is its bits).
     pub fn validate(&self) -> Result<()> {
-        let ok = self.dim > 0
-            && self.hidden_dim > 0
-            && self.n_layers > 0
-            && self.n_heads > 0
-            && self.n_kv_heads > 0
-            && self.n_heads.is_multiple_of(self.n_kv_heads)
-            && self.head_dim > 0
-            && self.n_rot <= self.head_dim
-            && self.n_rot.is_multiple_of(2)
-            && self.vocab_size > 0
-            && self.vocab_size <= u32::MAX as usize
-            && self.context_len > 0
-            && self.rope_base.is_finite()
-            && self.rope_base.gt(F32::ZERO)
-            && self.eps.is_finite()
-            && !self.eps.is_sign_negative()
-            && self.q_dim() <= (1 << 20)
-            && self.dim <= (1 << 20)
-            && self.hidden_dim <= (1 << 22)
-            && self.n_layers <= 1024;
-        if ok {
-            Ok(())
-        } else {
-            Err(Error::InvalidConfig)
+        let bad = |key: &'static str, value: usize| Err(Error::InvalidModelConfig { key, value });
+        if self.dim == 0 || self.dim > (1 << 20) {
+            return bad("embedding_length", self.dim);
         }
+        if self.hidden_dim == 0 || self.hidden_dim > (1 << 22) {
+            return bad("feed_forward_length", self.hidden_dim);
+        }
+        if self.n_layers == 0 || self.n_layers > 1024 {
+            return bad("block_count", self.n_layers);
+        }
+        if self.n_heads == 0
+            || self.n_kv_heads == 0
+            || !self.n_heads.is_multiple_of(self.n_kv_heads)
+            || self.head_dim == 0
+        {
+            return Err(Error::InvalidHeads {
+                n_head: self.n_heads,
+                n_kv_head: self.n_kv_heads,
+                head_dim: self.head_dim,
+            });
+        }
+        // q_dim() ≤ 2^20 (and kv_dim() ≤ q_dim()).
+        if self
+            .n_heads
+            .checked_mul(self.head_dim)
+            .is_none_or(|q| q > (1 << 20))
+        {
+            return bad("attention.head_count", self.n_heads);
+        }
+        if self.n_rot > self.head_dim || !self.n_rot.is_multiple_of(2) {
+            return Err(Error::InvalidRope {
+                n_rot: self.n_rot,
+                head_dim: self.head_dim,
+            });
+        }
+        if self.vocab_size == 0 || self.vocab_size > u32::MAX as usize {
+            return bad("vocab_size", self.vocab_size);
+        }
+        if self.context_len == 0 {
+            return bad("context_length", self.context_len);
+        }
+        if !self.rope_base.is_finite() || !self.rope_base.gt(F32::ZERO) {
+            return bad("rope.freq_base", self.rope_base.to_bits() as usize);
+        }
+        if !self.eps.is_finite() || self.eps.is_sign_negative() {
+            return bad(
+                "attention.layer_norm_rms_epsilon",
+                self.eps.to_bits() as usize,
+            );
+        }
+        Ok(())
     }
 }

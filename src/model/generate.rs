@@ -6,7 +6,7 @@ use super::engine::{Engine, Entry, KvBuild};
 use crate::audit::DigestChain;
 use crate::kv::SeqId;
 use crate::sample::{Sampler, SamplingParams, SplitMix64};
-use crate::{Error, Parallel, Result};
+use crate::{Error, F32, Parallel, Result};
 
 /// What one generation produced.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -22,6 +22,11 @@ pub struct Generated {
 /// a token for which `is_eog` is true. `history` receives prompt and
 /// generated tokens (its length bounds the run: `prompt.len() + max_tokens`
 /// must fit). `on_step(step, token, digest)` is called after each sample.
+///
+/// Errors: [`Error::EmptyPrompt`]; [`Error::BufferTooSmall`] when `history`
+/// cannot hold `prompt.len() + max_tokens` tokens; [`Error::SizeOverflow`];
+/// those of `SamplingParams::validate` and `Sampler::sample`; those of
+/// [`Engine::step`] (the sequence then holds the steps that succeeded).
 #[allow(clippy::too_many_arguments)]
 pub fn generate<'a, K: KvBuild<'a>, P: Parallel>(
     engine: &mut Engine<'a, K>,
@@ -41,7 +46,7 @@ pub fn generate<'a, K: KvBuild<'a>, P: Parallel>(
         .checked_add(max_tokens)
         .ok_or(Error::SizeOverflow)?;
     if prompt.is_empty() {
-        return Err(Error::InvalidConfig);
+        return Err(Error::EmptyPrompt);
     }
     if total > history.len() {
         return Err(Error::BufferTooSmall {
@@ -71,7 +76,7 @@ pub fn generate<'a, K: KvBuild<'a>, P: Parallel>(
             if max_tokens == 0 {
                 break;
             }
-            let row = logits.get(..vocab).ok_or(Error::InvalidConfig)?;
+            let row = first_row(logits, vocab)?;
             let tok = sampler.sample(row, params, &history[..n_hist], &mut rng)?;
             let d = chain.step(row, tok);
             history[n_hist] = tok;
@@ -90,7 +95,7 @@ pub fn generate<'a, K: KvBuild<'a>, P: Parallel>(
                 all_logits: false,
             }],
         )?;
-        let row = logits.get(..vocab).ok_or(Error::InvalidConfig)?;
+        let row = first_row(logits, vocab)?;
         let tok = sampler.sample(row, params, &history[..n_hist], &mut rng)?;
         let d = chain.step(row, tok);
         history[n_hist] = tok;
@@ -99,4 +104,12 @@ pub fn generate<'a, K: KvBuild<'a>, P: Parallel>(
         n += 1;
     }
     Ok(Generated { n_tokens: n, chain })
+}
+
+/// The first `vocab` logits of a step (its one logit row).
+fn first_row(logits: &[F32], vocab: usize) -> Result<&[F32]> {
+    logits.get(..vocab).ok_or(Error::BufferTooSmall {
+        needed: vocab,
+        available: logits.len(),
+    })
 }

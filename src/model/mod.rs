@@ -1,12 +1,19 @@
 //! Model configuration, weights and the ragged-batch step.
+//!
+//! `config` (hyper-parameters), `weights` (tensors bound zero-copy, one
+//! [`LayerWeights`] per block), `engine` (limits, the step's transaction),
+//! `run_state` (the buffers and their one layout), `phases` (the step's
+//! phases, top to bottom), `generate` (prefill + sampling loop).
 
 mod config;
 mod engine;
 mod generate;
+mod phases;
+mod run_state;
 pub mod synth;
 mod weights;
 
 pub use config::{Arch, Config};
 pub use engine::{Engine, Entry, KvBuild, Limits};
 pub use generate::{Generated, generate};
-pub use weights::{LayerRefs, Model, TensorRef};
+pub use weights::{LayerRefs, LayerWeights, Model, TensorRef};

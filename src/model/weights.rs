@@ -146,6 +146,13 @@ fn need(file: &File<'_>, arch: &str, suffix: &str) -> Result<usize> {
 
 impl Config {
     /// Reads the hyper-parameters of a `llama` or `qwen2` GGUF file.
+    ///
+    /// Errors: [`Error::MissingMetadata`] (a required key, named),
+    /// [`Error::UnsupportedArchitecture`], [`Error::MissingTensor`] (no
+    /// `token_embd.weight` to take the vocabulary size from),
+    /// [`Error::InvalidHeads`] (`embedding_length` not a multiple of the head
+    /// count), [`Error::Gguf`] (a key of the wrong type), and those of
+    /// [`Config::validate`].
     pub fn from_gguf(file: &File<'_>) -> Result<Config> {
         let arch_name = file
             .get_str("general.architecture")?
@@ -167,8 +174,12 @@ impl Config {
         let n_layers = need(file, a, "block_count")?;
         let n_heads = need(file, a, "attention.head_count")?;
         let n_kv_heads = get_usize(file, a, "attention.head_count_kv")?.unwrap_or(n_heads);
-        if n_heads == 0 || dim % n_heads != 0 {
-            return Err(Error::InvalidConfig);
+        if n_heads == 0 || !dim.is_multiple_of(n_heads) {
+            return Err(Error::InvalidHeads {
+                n_head: n_heads,
+                n_kv_head: n_kv_heads,
+                head_dim: dim.checked_div(n_heads).unwrap_or(0),
+            });
         }
         let head_dim = dim / n_heads;
         let n_rot = get_usize(file, a, "rope.dimension_count")?.unwrap_or(head_dim);
@@ -219,6 +230,12 @@ impl<'a> Model<'a> {
 
     /// Binds every tensor of `file` (whose bytes are `bytes`), checking each
     /// one's type and shape; the arena is untouched on error.
+    ///
+    /// Errors: those of [`Config::from_gguf`]; [`Error::SizeOverflow`] (a
+    /// plan that does not fit `usize`), [`Error::ArenaExhausted`] (fewer
+    /// than [`Model::bytes_required`] bytes left); [`Error::MissingTensor`]
+    /// (named), [`Error::ShapeMismatch`] (a tensor of the wrong shape, or a
+    /// norm or bias that is not F32).
     pub fn from_gguf(file: &File<'a>, bytes: &'a [u8], arena: &mut Arena<'a>) -> Result<Self> {
         let cfg = Config::from_gguf(file)?;
         let need = Self::bytes_required(&cfg).ok_or(Error::SizeOverflow)?;
@@ -295,6 +312,10 @@ impl<'a> Model<'a> {
     }
 
     /// The matrix a [`TensorRef`] points at.
+    ///
+    /// Errors: [`Error::UnsupportedType`] (a type id this crate cannot
+    /// compute with), [`Error::SizeOverflow`] (bytes outside the model
+    /// bytes), and those of [`QMatrix::new`].
     pub fn matrix(&self, r: &TensorRef) -> Result<QMatrix<'a>> {
         let ty = GgmlType::from_u32(r.ty).ok_or(Error::UnsupportedType { ggml_type: r.ty })?;
         let len = ty
@@ -308,15 +329,43 @@ impl<'a> Model<'a> {
     }
 
     /// Matrices of layer `l`.
+    ///
+    /// Errors: [`Error::LayerOutOfRange`] past the last layer.
     pub fn layer(&self, l: usize) -> Result<&LayerRefs> {
-        self.layers.get(l).ok_or(Error::InvalidConfig)
+        self.layers.get(l).ok_or(Error::LayerOutOfRange {
+            layer: l,
+            n_layers: self.cfg.n_layers,
+        })
     }
 
-    /// `(attn_norm, ffn_norm)` weights of layer `l`, `dim` each.
+    /// Everything layer `l` computes with, bound and checked once: its
+    /// seven matrices, its two norms and (qwen2) its q/k/v biases.
+    ///
+    /// Errors: [`Error::LayerOutOfRange`] past the last layer; from
+    /// [`Model::matrix`] for a matrix whose bytes or type do not check.
+    pub fn layer_weights(&self, l: usize) -> Result<LayerWeights<'_>> {
+        let refs = self.layer(l)?;
+        let (attn_norm, ffn_norm) = self.norms(l);
+        Ok(LayerWeights {
+            attn_norm,
+            wq: self.matrix(&refs.wq)?,
+            wk: self.matrix(&refs.wk)?,
+            wv: self.matrix(&refs.wv)?,
+            qkv_bias: self.biases(l),
+            wo: self.matrix(&refs.wo)?,
+            ffn_norm,
+            w_gate: self.matrix(&refs.w_gate)?,
+            w_up: self.matrix(&refs.w_up)?,
+            w_down: self.matrix(&refs.w_down)?,
+        })
+    }
+
+    /// `(attn_norm, ffn_norm)` weights of layer `l`, `dim` each (empty past
+    /// the last layer).
     pub fn norms(&self, l: usize) -> (&[F32], &[F32]) {
         let d = self.cfg.dim;
-        let nl = &self.norms[l * 2 * d..(l + 1) * 2 * d];
-        nl.split_at(d)
+        let nl = self.norms.get(l * 2 * d..(l + 1) * 2 * d).unwrap_or(&[]);
+        nl.split_at(nl.len() / 2)
     }
 
     /// The final norm's weights.
@@ -324,17 +373,46 @@ impl<'a> Model<'a> {
         self.output_norm
     }
 
-    /// `(bq, bk, bv)` of layer `l` (qwen2), or `None`.
+    /// `(bq, bk, bv)` of layer `l` (qwen2), or `None` (llama, or past the
+    /// last layer).
     pub fn biases(&self, l: usize) -> Option<(&[F32], &[F32], &[F32])> {
-        if self.biases.is_empty() {
+        let (q, kv) = (self.cfg.q_dim(), self.cfg.kv_dim());
+        let per_layer = q + 2 * kv;
+        let b = self.biases.get(l * per_layer..(l + 1) * per_layer)?;
+        if b.is_empty() {
             return None;
         }
-        let (q, kv) = (self.cfg.q_dim(), self.cfg.kv_dim());
-        let b = &self.biases[l * (q + 2 * kv)..(l + 1) * (q + 2 * kv)];
         let (bq, rest) = b.split_at(q);
         let (bk, bv) = rest.split_at(kv);
         Some((bq, bk, bv))
     }
+}
+
+/// One transformer block's weights as the step uses them (from
+/// [`Model::layer_weights`]): the matrices bound to their bytes, the norm
+/// and bias vectors borrowed from the arena.
+#[derive(Clone, Copy, Debug)]
+pub struct LayerWeights<'m> {
+    /// `(dim)` RMSNorm weight before attention.
+    pub attn_norm: &'m [F32],
+    /// `(q_dim, dim)`
+    pub wq: QMatrix<'m>,
+    /// `(kv_dim, dim)`
+    pub wk: QMatrix<'m>,
+    /// `(kv_dim, dim)`
+    pub wv: QMatrix<'m>,
+    /// `(q_dim)`, `(kv_dim)`, `(kv_dim)` biases added to Q, K, V (qwen2), or `None`.
+    pub qkv_bias: Option<(&'m [F32], &'m [F32], &'m [F32])>,
+    /// `(dim, q_dim)`
+    pub wo: QMatrix<'m>,
+    /// `(dim)` RMSNorm weight before the feed-forward block.
+    pub ffn_norm: &'m [F32],
+    /// `(hidden_dim, dim)`
+    pub w_gate: QMatrix<'m>,
+    /// `(hidden_dim, dim)`
+    pub w_up: QMatrix<'m>,
+    /// `(dim, hidden_dim)`
+    pub w_down: QMatrix<'m>,
 }
 
 fn layer_refs(

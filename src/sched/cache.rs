@@ -26,6 +26,19 @@ struct CacheEntry {
     live: u32,
 }
 
+/// A cache entry sharing a prefix with a history.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Hit {
+    /// The entry.
+    pub entry: usize,
+    /// Its sequence.
+    pub seq: SeqId,
+    /// Tokens it holds.
+    pub len: usize,
+    /// Leading tokens it shares with the history.
+    pub common: usize,
+}
+
 /// Bounded LRU set of cached prompt prefixes.
 pub(crate) struct PrefixCache<'a> {
     entries: &'a mut [CacheEntry], // (max_cached)
@@ -70,10 +83,10 @@ impl<'a> PrefixCache<'a> {
         self.tokens.get(start..start + len).unwrap_or(&[])
     }
 
-    /// The live entry sharing the longest prefix with `history` and that
-    /// length (`None` if no entry shares a token). Ties go to the lowest entry.
-    pub fn lookup(&self, history: &[u32]) -> Option<(usize, usize)> {
-        let mut best: Option<(usize, usize)> = None;
+    /// The live entry sharing the longest prefix with `history` (`None` if
+    /// none shares a token). Ties go to the lowest entry.
+    pub fn lookup(&self, history: &[u32]) -> Option<Hit> {
+        let mut best: Option<Hit> = None;
         for (i, e) in self.entries.iter().enumerate() {
             if e.live != 1 {
                 continue;
@@ -84,19 +97,16 @@ impl<'a> PrefixCache<'a> {
                 .zip(history)
                 .take_while(|(a, b)| a == b)
                 .count();
-            if common > 0 && best.is_none_or(|(_, c)| common > c) {
-                best = Some((i, common));
+            if common > 0 && best.is_none_or(|b| common > b.common) {
+                best = Some(Hit {
+                    entry: i,
+                    seq: e.seq,
+                    len: e.len as usize,
+                    common,
+                });
             }
         }
         best
-    }
-
-    /// Entry `i`'s sequence and length.
-    pub fn entry(&self, i: usize) -> Option<(SeqId, usize)> {
-        self.entries
-            .get(i)
-            .filter(|e| e.live == 1)
-            .map(|e| (e.seq, e.len as usize))
     }
 
     /// Marks entry `i` used now.
@@ -190,27 +200,34 @@ impl<'a> PrefixCache<'a> {
         Ok(())
     }
 
-    /// Pages that evicting every entry would return to the pool: those held
-    /// by a single entry and nobody else.
+    /// Pages that evicting every entry would return to the pool: those whose
+    /// one owner is an entry. Cost `O(entries · pages_per_seq)`.
     pub fn evictable_pages(&self, kv: &PagedCache<'_>) -> usize {
-        self.pages(kv, true)
+        self.entries
+            .iter()
+            .filter(|e| e.live == 1)
+            .flat_map(|e| kv.page_table(e.seq).unwrap_or(&[]))
+            .filter(|&&p| kv.refcount(p) == Some(1))
+            .count()
     }
 
-    /// Distinct pages the entries hold (`only_ours`: only those whose one
-    /// owner is an entry).
-    pub fn pages(&self, kv: &PagedCache<'_>, only_ours: bool) -> usize {
-        let live = |e: &&CacheEntry| e.live == 1;
+    /// Distinct pages the entries hold. A page shared by two sequences sits
+    /// at the same index of both page tables (a fork copies the table, a
+    /// copy-on-write replaces the entry), so only that index of the earlier
+    /// entries is compared: cost `O(entries² · pages_per_seq)`.
+    pub fn pages(&self, kv: &PagedCache<'_>) -> usize {
+        let table = |e: &CacheEntry| {
+            if e.live == 1 {
+                kv.page_table(e.seq).unwrap_or(&[])
+            } else {
+                &[]
+            }
+        };
         let mut n = 0;
-        for (i, e) in self.entries.iter().enumerate().filter(|(_, e)| live(e)) {
-            let table = kv.page_table(e.seq).unwrap_or(&[]);
-            for &p in table {
-                let seen = self.entries[..i]
-                    .iter()
-                    .filter(live)
-                    .any(|f| kv.page_table(f.seq).unwrap_or(&[]).contains(&p));
-                if !seen && (!only_ours || kv.refcount(p) == Some(1)) {
-                    n += 1;
-                }
+        for (i, e) in self.entries.iter().enumerate() {
+            for (j, p) in table(e).iter().enumerate() {
+                let seen = self.entries[..i].iter().any(|f| table(f).get(j) == Some(p));
+                n += usize::from(!seen);
             }
         }
         n

@@ -1,7 +1,7 @@
 //! [`Scheduler`]: the queue, admission, the step plan, preemption, and the
 //! per-completion sampling that reproduces the solo run.
 
-use super::cache::PrefixCache;
+use super::cache::{Hit, PrefixCache};
 use super::event::{Event, FinishEvent, FinishReason, RequestId, Sink, TokenEvent};
 use super::logprob::{MAX_TOP_LOGPROBS, TopLogprob, logprobs};
 use super::slot::{MAX_STOP, Slot, State};
@@ -275,7 +275,7 @@ impl<'a> Scheduler<'a> {
     /// Distinct KV pages the prefix cache holds (when idle, exactly the
     /// pages missing from the free pool).
     pub fn cached_pages(&self) -> usize {
-        self.cache.pages(self.engine.kv(), false)
+        self.cache.pages(self.engine.kv())
     }
 
     /// Empties the prefix cache, returning its pages.
@@ -528,7 +528,7 @@ impl<'a> Scheduler<'a> {
             let hit = self
                 .cache
                 .lookup(hist)
-                .map(|(e, common)| (e, common.min(len.saturating_sub(1))))
+                .map(|h| (h, h.common.min(len.saturating_sub(1))))
                 .filter(|&(_, m)| m > 0);
             let fed = hit.map_or(0, |(_, m)| m);
             let chunk = (len - fed).min(self.budget - tokens);
@@ -538,7 +538,7 @@ impl<'a> Scheduler<'a> {
                 break;
             }
             let seq = match hit {
-                Some((e, m)) => self.fork_cached(e, m)?,
+                Some((h, m)) => self.fork_cached(h, m)?,
                 None => self.engine.new_seq()?,
             };
             let slot = &mut self.slots[i];
@@ -558,17 +558,16 @@ impl<'a> Scheduler<'a> {
         Ok(())
     }
 
-    /// A new sequence holding the first `m` tokens of cache entry `e`.
-    fn fork_cached(&mut self, e: usize, m: usize) -> Result<SeqId> {
-        let (seq, len) = self.cache.entry(e).ok_or(Error::SizeOverflow)?;
-        let child = self.engine.fork(seq)?;
-        if m < len
+    /// A new sequence holding the first `m` tokens of the cache entry `hit`.
+    fn fork_cached(&mut self, hit: Hit, m: usize) -> Result<SeqId> {
+        let child = self.engine.fork(hit.seq)?;
+        if m < hit.len
             && let Err(err) = self.engine.truncate(child, m)
         {
             self.engine.free(child)?;
             return Err(err);
         }
-        self.cache.touch(e);
+        self.cache.touch(hit.entry);
         self.stats.prefix_hits += 1;
         self.stats.prefix_tokens += m as u64;
         Ok(child)

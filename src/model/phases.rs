@@ -1,0 +1,467 @@
+//! The phases of a step, in the order [`super::Engine::step`] runs them,
+//! each over the rows of every entry at once:
+//!
+//! ```text
+//! embed_rows      x = embedding[token]; row bookkeeping (entry, position, logit rows)
+//! rope_angles     sin | cos of every row's RoPE angles (they depend on the position only)
+//! per layer:
+//!   attention_block  x += wo · attention(rope(q), rope(k) stored, v stored), from rmsnorm(x)
+//!   ffn_block        x += w_down · (silu(w_gate · n) * (w_up · n)),     n = rmsnorm(x)
+//! output_head     logits = output · rmsnorm(x) of the logit rows
+//! ```
+//!
+//! Matrices see all rows together (each weight row is read once per step);
+//! attention is per row over that row's own sequence. Every per-cell
+//! computation is independent of the other rows and of how rows are split
+//! over the workers, so no value depends on the batch, the chunking or the
+//! thread count. Fallible parallel work goes through
+//! [`Parallel::try_for_each_chunk`]: the error is the lowest failing chunk's.
+
+use super::engine::Entry;
+use super::run_state::{RunState, attn_unit_len};
+use super::weights::{LayerWeights, Model};
+use crate::kernels::{self, check_len, matmul};
+use crate::kv::{KvRead, KvSlice, KvStore};
+use crate::quant::{ActKind, QActs, QMatrix};
+use crate::{Error, F32, Parallel, Result};
+
+impl RunState<'_> {
+    /// Fills the row bookkeeping for `batch` (already checked by the
+    /// engine's `prepare`) and looks up each row's token embedding into the
+    /// residual stream. Sets `n_rows` and `n_logit_rows`.
+    pub(super) fn embed_rows<K: KvStore>(
+        &mut self,
+        model: &Model<'_>,
+        kv: &K,
+        batch: &[Entry<'_>],
+    ) -> Result<()> {
+        let d = self.cfg.dim;
+        let embedding = model.matrix(&model.token_embd)?; // (vocab_size, dim)
+        let mut r = 0;
+        let mut o = 0;
+        for (i, e) in batch.iter().enumerate() {
+            let start = kv.len(e.seq)?;
+            for (j, &tok) in e.tokens.iter().enumerate() {
+                self.row_entry[r] = i as u32;
+                self.row_pos[r] = (start + j) as u32;
+                embedding.dequantize_row(tok as usize, &mut self.residual[r * d..(r + 1) * d])?;
+                if e.all_logits || j + 1 == e.tokens.len() {
+                    self.logit_rows[o] = r as u32;
+                    o += 1;
+                }
+                r += 1;
+            }
+        }
+        self.n_rows = r;
+        self.n_logit_rows = o;
+        Ok(())
+    }
+
+    /// `(sin | cos)` of the `n_rot / 2` RoPE angles of every row, once per
+    /// step (shared by Q and K of every layer), rows split over the workers.
+    pub(super) fn rope_angles<P: Parallel>(&mut self, par: &P) -> Result<()> {
+        let n_rot = self.cfg.n_rot;
+        if n_rot == 0 {
+            return Ok(());
+        }
+        let half = n_rot / 2;
+        let (row_pos, theta_scale) = (&*self.row_pos, self.theta_scale);
+        let sin_cos = &mut self.rope_sin_cos[..self.n_rows * n_rot];
+        par.try_for_each_chunk(sin_cos, n_rot, &|r, row| {
+            check_len(n_rot, row.len())?;
+            let angles = kernels::RopeAngles::new(n_rot, row_pos[r] as usize, theta_scale)?;
+            let (sin, cos) = row.split_at_mut(half);
+            sin.copy_from_slice(angles.sin());
+            cos.copy_from_slice(angles.cos());
+            Ok(())
+        })
+    }
+
+    /// The attention block of `layer`: `normed = rmsnorm(x) · attn_norm`,
+    /// Q K V projections (plus biases), RoPE on K and the KV writes, then
+    /// attention of each row over its own sequence, and `x += wo · out`.
+    pub(super) fn attention_block<P: Parallel, K: KvStore + Sync>(
+        &mut self,
+        par: &P,
+        w: &LayerWeights<'_>,
+        kv: &mut K,
+        batch: &[Entry<'_>],
+        layer: usize,
+    ) -> Result<()> {
+        let (n, d, qd) = (self.n_rows, self.cfg.dim, self.cfg.q_dim());
+        let (x, eps) = (&self.residual[..n * d], self.cfg.eps);
+        rmsnorm_rows(par, x, w.attn_norm, eps, &mut self.normed[..n * d], d)?;
+        self.qkv(par, w)?;
+        self.rope_k_and_store(par, kv, batch, layer)?;
+        self.attend(par, kv, batch, layer)?;
+        self.acts_q_dim.load(par, &self.attn_out[..n * qd])?;
+        let acts = self.acts_q_dim.for_type(w.wo.ty)?;
+        matmul(
+            par,
+            &w.wo,
+            acts,
+            &mut self.block_out[..n * d],
+            self.matmul_scratch,
+        )?;
+        add_rows(
+            par,
+            &mut self.residual[..n * d],
+            &self.block_out[..n * d],
+            d,
+        );
+        Ok(())
+    }
+
+    /// `q, k, v = normed · (wq, wk, wv)ᵀ (+ biases)`; one decode row runs
+    /// the three in one parallel region.
+    fn qkv<P: Parallel>(&mut self, par: &P, w: &LayerWeights<'_>) -> Result<()> {
+        let (n, d, qd, kvd) = (
+            self.n_rows,
+            self.cfg.dim,
+            self.cfg.q_dim(),
+            self.cfg.kv_dim(),
+        );
+        self.acts_dim.load(par, &self.normed[..n * d])?;
+        let acts = self.acts_dim.for_type(w.wq.ty)?;
+        let (q, k, v) = (
+            &mut self.q[..n * qd],
+            &mut self.k[..n * kvd],
+            &mut self.v[..n * kvd],
+        );
+        if fits_one_region(par, n, acts, [&w.wk, &w.wv]) {
+            matmul::fused_matvecs(par, acts, [&w.wq, &w.wk, &w.wv], [q, k, v], &|_| Ok(()))?;
+        } else {
+            matmul(par, &w.wq, acts, q, self.matmul_scratch)?;
+            matmul(
+                par,
+                &w.wk,
+                self.acts_dim.for_type(w.wk.ty)?,
+                k,
+                self.matmul_scratch,
+            )?;
+            matmul(
+                par,
+                &w.wv,
+                self.acts_dim.for_type(w.wv.ty)?,
+                v,
+                self.matmul_scratch,
+            )?;
+        }
+        if let Some((bq, bk, bv)) = w.qkv_bias {
+            add_bias(&mut self.q[..n * qd], bq);
+            add_bias(&mut self.k[..n * kvd], bk);
+            add_bias(&mut self.v[..n * kvd], bv);
+        }
+        Ok(())
+    }
+
+    /// RoPE on every row's K (rows split over the workers; the same bits as
+    /// `kernels::rope` on each row), then K and V written to each row's
+    /// sequence at its position. Q is rotated inside each attention unit.
+    fn rope_k_and_store<P: Parallel, K: KvStore>(
+        &mut self,
+        par: &P,
+        kv: &mut K,
+        batch: &[Entry<'_>],
+        layer: usize,
+    ) -> Result<()> {
+        let (n, kvd, n_rot) = (self.n_rows, self.cfg.kv_dim(), self.cfg.n_rot);
+        let (n_kv_heads, head_dim, style) =
+            (self.cfg.n_kv_heads, self.cfg.head_dim, self.rope_style);
+        let sin_cos = &*self.rope_sin_cos;
+        let rope_k = |r: usize, k_row: &mut [F32]| {
+            let (sin, cos) = sin_cos[r * n_rot..(r + 1) * n_rot].split_at(n_rot / 2);
+            kernels::rope_apply(sin, cos, k_row, n_kv_heads, head_dim, style)
+        };
+        if n == 1 {
+            rope_k(0, &mut self.k[..kvd])?;
+        } else {
+            par.try_for_each_chunk(&mut self.k[..n * kvd], kvd, &rope_k)?;
+        }
+        for r in 0..n {
+            let pos = self.row_pos[r] as usize;
+            let seq = batch[self.row_entry[r] as usize].seq;
+            let (k, v) = (
+                &self.k[r * kvd..(r + 1) * kvd],
+                &self.v[r * kvd..(r + 1) * kvd],
+            );
+            kv.write(seq, layer, pos, k, v)?;
+        }
+        Ok(())
+    }
+
+    /// `attn_out = attention(rope(q), K, V)` of every row over its own
+    /// sequence, one (row, KV head) unit per chunk: out | rotated queries |
+    /// scores of the KV head's query group. Each unit is the same per-head
+    /// exact arithmetic whatever the split, so a decode row's KV heads can
+    /// run on different threads. Units go in passes of what `attn_scratch`
+    /// holds.
+    fn attend<P: Parallel, K: KvStore + Sync>(
+        &mut self,
+        par: &P,
+        kv: &K,
+        batch: &[Entry<'_>],
+        layer: usize,
+    ) -> Result<()> {
+        let cfg = self.cfg;
+        let (qd, n_rot, head_dim, style) = (cfg.q_dim(), cfg.n_rot, cfg.head_dim, self.rope_style);
+        let n_kv = cfg.n_kv_heads.max(1);
+        let group = cfg.n_heads / n_kv; // query heads per KV head
+        let group_width = group * head_dim; // (group, head_dim) queries or outputs
+        let unit = attn_unit_len(&cfg, self.max_seq_len);
+        let per_pass = (self.attn_scratch.len() / unit.max(1)).max(1);
+        let n_units = self.n_rows * n_kv;
+        let (q, row_entry, row_pos) = (&*self.q, &*self.row_entry, &*self.row_pos);
+        let (sin_cos, scale) = (&*self.rope_sin_cos, self.attn_scale);
+        let mut u0 = 0;
+        while u0 < n_units {
+            let n_pass = per_pass.min(n_units - u0);
+            let available = self.attn_scratch.len();
+            let units =
+                self.attn_scratch
+                    .get_mut(..n_pass * unit)
+                    .ok_or(Error::BufferTooSmall {
+                        needed: n_pass * unit,
+                        available,
+                    })?;
+            par.try_for_each_chunk(units, unit, &|i, chunk| {
+                let (r, g) = ((u0 + i) / n_kv, (u0 + i) % n_kv);
+                let (out, rest) = chunk.split_at_mut(group_width);
+                let (q_group, scores) = rest.split_at_mut(group_width);
+                let seq = batch[row_entry[r] as usize].seq;
+                let n_ctx = row_pos[r] as usize + 1;
+                q_group
+                    .copy_from_slice(&q[r * qd + g * group_width..r * qd + (g + 1) * group_width]);
+                let (sin, cos) = sin_cos[r * n_rot..(r + 1) * n_rot].split_at(n_rot / 2);
+                kernels::rope_apply(sin, cos, q_group, group, head_dim, style)?;
+                let view = kv.view(seq, layer)?;
+                let head = KvHead {
+                    rows: &view,
+                    first_col: g * head_dim,
+                    n_cols: head_dim,
+                };
+                kernels::attention(
+                    q_group, &head, n_ctx, group, 1, head_dim, scale, scores, out,
+                )
+            })?;
+            for i in 0..n_pass {
+                let (r, g) = ((u0 + i) / n_kv, (u0 + i) % n_kv);
+                self.attn_out[r * qd + g * group_width..r * qd + (g + 1) * group_width]
+                    .copy_from_slice(&self.attn_scratch[i * unit..i * unit + group_width]);
+            }
+            u0 += n_pass;
+        }
+        Ok(())
+    }
+
+    /// The feed-forward block: `normed = rmsnorm(x) · ffn_norm`,
+    /// `x += w_down · (silu(w_gate · normed) * (w_up · normed))`.
+    pub(super) fn ffn_block<P: Parallel>(&mut self, par: &P, w: &LayerWeights<'_>) -> Result<()> {
+        let (n, d, hd) = (self.n_rows, self.cfg.dim, self.cfg.hidden_dim);
+        let (x, eps) = (&self.residual[..n * d], self.cfg.eps);
+        rmsnorm_rows(par, x, w.ffn_norm, eps, &mut self.normed[..n * d], d)?;
+        self.acts_dim.load(par, &self.normed[..n * d])?;
+        let acts = self.acts_dim.for_type(w.w_gate.ty)?;
+        let (gate, up) = (&mut self.gate[..n * hd], &mut self.up[..n * hd]);
+        if fits_one_region(par, n, acts, [&w.w_up]) && w.w_gate.n_out == w.w_up.n_out {
+            // One row: gate, up and SwiGLU on each thread's share of the
+            // hidden rows, in one parallel region.
+            matmul::fused_matvecs(par, acts, [&w.w_gate, &w.w_up], [gate, up], &|shares| {
+                match shares {
+                    [Some(gate), Some(up)] => kernels::swiglu(gate, up),
+                    [None, None] => Ok(()),
+                    [gate, up] => check_len(share_len(gate), share_len(up)),
+                }
+            })?;
+        } else {
+            matmul(par, &w.w_gate, acts, gate, self.matmul_scratch)?;
+            matmul(
+                par,
+                &w.w_up,
+                self.acts_dim.for_type(w.w_up.ty)?,
+                up,
+                self.matmul_scratch,
+            )?;
+            // Elementwise, so split over the workers (any split, same bits).
+            let up = &*up;
+            let chunk_len = (n * hd).div_ceil(par.threads().max(1)).max(1);
+            par.try_for_each_chunk(gate, chunk_len, &|i, gate| {
+                let up = up
+                    .get(i * chunk_len..i * chunk_len + gate.len())
+                    .unwrap_or(&[]);
+                kernels::swiglu(gate, up)
+            })?;
+        }
+        self.acts_hidden.load(par, &self.gate[..n * hd])?;
+        let acts = self.acts_hidden.for_type(w.w_down.ty)?;
+        matmul(
+            par,
+            &w.w_down,
+            acts,
+            &mut self.block_out[..n * d],
+            self.matmul_scratch,
+        )?;
+        add_rows(
+            par,
+            &mut self.residual[..n * d],
+            &self.block_out[..n * d],
+            d,
+        );
+        Ok(())
+    }
+
+    /// `logits = output · rmsnorm(x) · output_norm` of the logit rows. A head
+    /// of more than one row whose scratch would not fit runs in passes of
+    /// `head_pass_rows` vocabulary rows (the same exact dots).
+    pub(super) fn output_head<P: Parallel>(&mut self, par: &P, model: &Model<'_>) -> Result<()> {
+        let (d, vocab, n_out) = (self.cfg.dim, self.cfg.vocab_size, self.n_logit_rows);
+        for (i, &r) in self.logit_rows[..n_out].iter().enumerate() {
+            let r = r as usize;
+            let x = &self.residual[r * d..(r + 1) * d];
+            kernels::rmsnorm(
+                x,
+                model.output_norm(),
+                self.cfg.eps,
+                &mut self.normed[i * d..(i + 1) * d],
+            )?;
+        }
+        self.acts_head.load(par, &self.normed[..n_out * d])?;
+        let head = model.matrix(&model.output)?; // (vocab_size, dim)
+        let acts = self.acts_head.for_type(head.ty)?;
+        let pass_rows = self.head_pass_rows.max(1);
+        if n_out <= 1 || pass_rows >= vocab {
+            return matmul(
+                par,
+                &head,
+                acts,
+                &mut self.logits[..n_out * vocab],
+                self.matmul_scratch,
+            );
+        }
+        // Each pass's (n_out, n) block goes to the front of the matmul
+        // scratch, the matmul's own scratch after it.
+        let row_bytes = head.row_bytes();
+        let mut o0 = 0;
+        while o0 < vocab {
+            let n = pass_rows.min(vocab - o0);
+            let bytes = head.data.get(o0 * row_bytes..(o0 + n) * row_bytes);
+            let bytes = bytes.ok_or(Error::BufferTooSmall {
+                needed: (o0 + n) * row_bytes,
+                available: head.data.len(),
+            })?;
+            let pass = QMatrix::new(head.ty, head.n_in, n, bytes)?;
+            let available = self.matmul_scratch.len();
+            let (block, scratch) = self.matmul_scratch.split_at_mut_checked(n_out * n).ok_or(
+                Error::BufferTooSmall {
+                    needed: n_out * n,
+                    available,
+                },
+            )?;
+            matmul(par, &pass, acts, block, scratch)?;
+            for (b, l) in block
+                .chunks_exact(n)
+                .zip(self.logits.chunks_exact_mut(vocab))
+            {
+                l[o0..o0 + n].copy_from_slice(b);
+            }
+            o0 += n;
+        }
+        Ok(())
+    }
+}
+
+/// Whether one input row's matmuls with `acts` go in one parallel region
+/// ([`matmul::fused_matvecs`]): one row, a pool of at most
+/// [`matmul::MAX_FUSED_THREADS`] threads, and the other matrices reading the
+/// same quantized input (the same activation kind).
+fn fits_one_region<P: Parallel, const N: usize>(
+    par: &P,
+    n_rows: usize,
+    acts: &QActs<'_>,
+    others: [&QMatrix<'_>; N],
+) -> bool {
+    n_rows == 1
+        && par.threads() <= matmul::MAX_FUSED_THREADS
+        && others
+            .iter()
+            .all(|w| ActKind::for_weight(w.ty) == acts.kind())
+}
+
+/// Length of an optional output share (0 for none).
+fn share_len(share: &Option<&mut [F32]>) -> usize {
+    share.as_ref().map_or(0, |s| s.len())
+}
+
+/// One KV head of a cached sequence: columns `first_col..first_col + n_cols`
+/// of every row.
+struct KvHead<'v, V: KvRead> {
+    rows: &'v V,
+    first_col: usize,
+    n_cols: usize,
+}
+
+impl<V: KvRead> KvRead for KvHead<'_, V> {
+    fn k(&self, pos: usize) -> KvSlice<'_> {
+        head_cols(self.rows.k(pos), self.first_col, self.n_cols)
+    }
+    fn v(&self, pos: usize) -> KvSlice<'_> {
+        head_cols(self.rows.v(pos), self.first_col, self.n_cols)
+    }
+}
+
+/// Columns `first..first + n` of a row; an empty row (rejected by the
+/// kernel's shape check) if it is too short.
+fn head_cols(row: KvSlice<'_>, first: usize, n: usize) -> KvSlice<'_> {
+    let end = first.saturating_add(n);
+    match row {
+        KvSlice::F16(r) => KvSlice::F16(r.get(first..end).unwrap_or(&[])),
+        KvSlice::F32(r) => KvSlice::F32(r.get(first..end).unwrap_or(&[])),
+    }
+}
+
+/// `x[r] += b` for every row `r` of `x`.
+fn add_bias(x: &mut [F32], b: &[F32]) {
+    for row in x.chunks_exact_mut(b.len().max(1)) {
+        for (xi, &bi) in row.iter_mut().zip(b) {
+            *xi = *xi + bi;
+        }
+    }
+}
+
+/// Rows of `d` split evenly over the workers: the chunk length for
+/// [`Parallel::for_each_chunk`] over `rows · d` elements.
+fn rows_chunk<P: Parallel>(par: &P, rows: usize, d: usize) -> usize {
+    rows.div_ceil(par.threads().max(1)).max(1) * d.max(1)
+}
+
+/// `x += y` over rows of `d` (the residual connection), the rows split over
+/// the workers.
+fn add_rows<P: Parallel>(par: &P, x: &mut [F32], y: &[F32], d: usize) {
+    let chunk_len = rows_chunk(par, x.len() / d.max(1), d);
+    par.for_each_chunk(x, chunk_len, &|i, xc| {
+        kernels::add_assign(xc, y.get(i * chunk_len..).unwrap_or(&[]));
+    });
+}
+
+/// `out_r = rmsnorm(x_r) · w` for each row of `d`, the rows split over the
+/// workers (each row is the same fixed-order arithmetic wherever it runs).
+/// Errors: [`Error::ShapeMismatch`] if `w` is not `d` long or `x` and `out`
+/// differ in length.
+fn rmsnorm_rows<P: Parallel>(
+    par: &P,
+    x: &[F32],
+    w: &[F32],
+    eps: F32,
+    out: &mut [F32],
+    d: usize,
+) -> Result<()> {
+    check_len(d, w.len())?;
+    check_len(x.len(), out.len())?;
+    let chunk_len = rows_chunk(par, x.len() / d.max(1), d);
+    par.try_for_each_chunk(out, chunk_len, &|i, out| {
+        let x = x
+            .get(i * chunk_len..i * chunk_len + out.len())
+            .unwrap_or(&[]);
+        kernels::rmsnorm::rmsnorm_rows(x, w, eps, out)
+    })
+}
