@@ -16,7 +16,14 @@ export DETLLM_MODEL="$model"
 # The tiny gguf-py llama of tests/gguf_reader.rs (into the user cache).
 bash scripts/make-fixtures.sh cache
 export DETLLM_REQUIRE_MODEL=1
-features="cli"
+# The official openai Python client, for tests/serve.rs (a venv in the user cache).
+venv="${XDG_CACHE_HOME:-$HOME/.cache}/detllm/venv-openai"
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import openai" 2>/dev/null; then
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet "openai==3.60.0" >&2
+fi
+export DETLLM_OPENAI_PYTHON="$venv/bin/python"
+features="cli,serve"
 # The SoftFloat oracle builds on x86_64 hosts only.
 if [ "$(uname -m)" = x86_64 ]; then features="$features,oracle"; fi
 cargo test --release --features "$features" "$@"
