@@ -16,7 +16,7 @@
 //! not depend on each other or on their order.
 //!
 //! ## Inputs
-//! Pseudo-random inputs come from the profile's [`SplitMix64`] seeded with
+//! Pseudo-random inputs come from the profile's [`SplitMix64`](crate::sample::SplitMix64) seeded with
 //! [`SEED`] (one fresh generator per case), so anyone can regenerate them:
 //!
 //! * unary `F32` sweeps ([`UnarySweep`]): the [`SPECIALS`] in order, then
