@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# detllm serve against llama.cpp's llama-server under the same load, in one run,
+# alternating: 16 concurrent streaming clients, a fixed prompt set, 128 output
+# tokens each (sampled, a seed per request, end-of-generation ignored), then each
+# request again alone. Prints, per server and round, aggregate output tokens/s,
+# p50/p99 time to first token, p50 inter-token latency, and how many responses
+# (text; logprobs) differ from their own solo run.
+#
+#   bash scripts/bench-serve.sh [ROUNDS] [THREADS]      (default 2 rounds, 2 threads)
+#
+# llama-server is built from the llama.cpp sources inside the llama-cpp-python
+# 0.3.36 source distribution (pip download --no-binary), CMake target
+# llama-server, into the user cache (~10 minutes the first time). Model:
+# SmolLM2-135M-Instruct Q4_1 (scripts/fetch-model.sh); both servers run 8
+# sequences in parallel (detllm --max-seqs 8, llama-server -np 8) with 2048
+# positions each.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds="${1:-2}"
+threads="${2:-2}"
+clients=16
+tokens=128
+model="$(bash scripts/fetch-model.sh)"
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/detllm"
+llama_dir="$cache/llama.cpp-0.3.36"
+llama_server="$llama_dir/build/bin/llama-server"
+
+if [ ! -x "$llama_server" ]; then
+    echo "building llama-server (once, into $llama_dir)..." >&2
+    source scripts/lib.sh
+    ensure_apt cmake g++
+    tmp="$(mktemp -d)"
+    python3 -m pip download --quiet --no-deps --no-binary :all: llama-cpp-python==0.3.36 -d "$tmp" >&2
+    tar xzf "$tmp"/llama_cpp_python-0.3.36.tar.gz -C "$tmp"
+    rm -rf "$llama_dir"
+    mv "$tmp/llama_cpp_python-0.3.36/vendor/llama.cpp" "$llama_dir"
+    rm -rf "$tmp"
+    cmake -S "$llama_dir" -B "$llama_dir/build" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF >&2
+    cmake --build "$llama_dir/build" --target llama-server -j "$(nproc)" >&2
+fi
+
+cargo build --release --features serve >&2
+detllm=target/release/detllm
+
+wait_ready() { # PORT
+    for _ in $(seq 1 600); do
+        if curl -sf "http://127.0.0.1:$1/health" >/dev/null 2>&1; then return 0; fi
+        sleep 0.2
+    done
+    echo "server on port $1 did not become ready" >&2
+    return 1
+}
+
+run_one() { # NAME PORT CMD...
+    local name="$1" port="$2"
+    shift 2
+    "$@" >/tmp/bench-serve-"$name".log 2>&1 &
+    local pid=$!
+    wait_ready "$port"
+    local served
+    served="$(curl -s "http://127.0.0.1:$port/v1/models" | python3 -c 'import json,sys; print(json.load(sys.stdin)["data"][0]["id"])')"
+    python3 scripts/serve_load.py "http://127.0.0.1:$port/v1" --clients "$clients" --tokens "$tokens" --model "$served" |
+        python3 -c "import json,sys; d=json.load(sys.stdin); d['server']='$name'; print(json.dumps(d))"
+    kill "$pid"
+    wait "$pid" 2>/dev/null || true
+}
+
+results="$(mktemp)"
+for r in $(seq 1 "$rounds"); do
+    echo "round $r/$rounds" >&2
+    run_one detllm 18181 "$detllm" serve --model "$model" --port 18181 --threads "$threads" \
+        --max-seqs 8 --ctx 2048 >>"$results"
+    run_one llama-server 18182 "$llama_server" -m "$model" --port 18182 -t "$threads" -np 8 \
+        -c $((8 * 2048)) >>"$results"
+done
+
+python3 - "$results" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+print(f"{'server':<13} {'tok/s':>7} {'TTFT p50':>9} {'TTFT p99':>9} {'ITL p50':>8} {'text≠solo':>10} {'logprobs≠solo':>14}")
+for r in rows:
+    print(f"{r['server']:<13} {r['tok_s']:>7.1f} {r['ttft_p50_s']:>9.3f} {r['ttft_p99_s']:>9.3f} "
+          f"{r['itl_p50_s']:>8.4f} {r['text_differs_from_solo']:>6}/{r['clients']:<3} "
+          f"{r['logprobs_differ_from_solo']:>10}/{r['clients']}")
+best = {}
+for r in rows:
+    b = best.setdefault(r["server"], r)
+    if r["tok_s"] > b["tok_s"]:
+        best[r["server"]] = r
+if {"detllm", "llama-server"} <= best.keys():
+    d, l = best["detllm"], best["llama-server"]
+    print(f"best rounds: throughput detllm/llama-server = {d['tok_s'] / l['tok_s']:.2f}x, "
+          f"p50 TTFT detllm/llama-server = {d['ttft_p50_s'] / l['ttft_p50_s']:.2f}x")
+PY
+rm -f "$results"
