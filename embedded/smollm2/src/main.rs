@@ -53,10 +53,17 @@ mod board {
 
     pub fn exit(ok: bool) -> ! {
         use riscv_semihosting::debug;
-        debug::exit(if ok { debug::EXIT_SUCCESS } else { debug::EXIT_FAILURE });
+        debug::exit(if ok {
+            debug::EXIT_SUCCESS
+        } else {
+            debug::EXIT_FAILURE
+        });
         #[allow(clippy::empty_loop)]
         loop {}
     }
+
+    /// `minstret` counts from reset.
+    pub fn start_counter() {}
 
     /// Retired instructions (`minstret`; instructions under `-icount shift=0`).
     pub fn insns() -> u64 {
@@ -67,16 +74,18 @@ mod board {
 #[cfg(target_arch = "arm")]
 mod board {
     //! QEMU `mps3-an524` (Cortex-M33), `-m 2G`: see `memory-cortex-m.x`.
-    use cortex_m as _; // the critical-section implementation
+    use core::sync::atomic::{AtomicU32, Ordering};
+    use cortex_m::peripheral::SYST;
+    use cortex_m::peripheral::syst::SystClkSource;
     pub use cortex_m_semihosting::hio::HostStream as Console;
 
     pub const TARGET: &str = "thumbv8m.main-none-eabi (qemu-system-arm -M mps3-an524)";
     /// Header page: the model's length in bytes, u32 little-endian.
-    pub const MODEL_HEADER: usize = 0x7000_0000;
+    pub const MODEL_HEADER: usize = 0x7400_0000;
     /// The GGUF file.
-    pub const MODEL_BASE: usize = 0x7000_1000;
-    /// Bytes the model region holds (up to the end of the 2 GiB DDR).
-    pub const MODEL_MAX: usize = 0xE000_0000 - MODEL_BASE;
+    pub const MODEL_BASE: usize = 0x7400_1000;
+    /// Bytes the model region holds (up to the end of the DDR's secure 256 MiB).
+    pub const MODEL_MAX: usize = 0x8000_0000 - MODEL_BASE;
 
     pub fn console() -> Option<Console> {
         cortex_m_semihosting::hio::hstdout().ok()
@@ -84,15 +93,54 @@ mod board {
 
     pub fn exit(ok: bool) -> ! {
         use cortex_m_semihosting::debug;
-        debug::exit(if ok { debug::EXIT_SUCCESS } else { debug::EXIT_FAILURE });
+        debug::exit(if ok {
+            debug::EXIT_SUCCESS
+        } else {
+            debug::EXIT_FAILURE
+        });
         #[allow(clippy::empty_loop)]
         loop {}
     }
 
-    /// No instruction counter the emulator keeps: QEMU does not model the
-    /// DWT cycle counter, so cost figures come from the RISC-V run.
+    /// SysTick wraps since `start_counter`.
+    static WRAPS: AtomicU32 = AtomicU32::new(0);
+    /// SysTick counts down from RELOAD to 0, then wraps.
+    const RELOAD: u32 = 0x00FF_FFFF;
+    /// The core clock QEMU gives SysTick on this board (SSE-200 MAINCLK).
+    const CORE_HZ: u64 = 32_000_000;
+
+    #[cortex_m_rt::exception]
+    fn SysTick() {
+        WRAPS.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Starts SysTick on the core clock, interrupting at each wrap.
+    pub fn start_counter() {
+        // SAFETY: the only user of SYST, before anything else runs.
+        let mut p = unsafe { cortex_m::Peripherals::steal() };
+        p.SYST.set_clock_source(SystClkSource::Core);
+        p.SYST.set_reload(RELOAD);
+        p.SYST.clear_current();
+        p.SYST.enable_interrupt();
+        p.SYST.enable_counter();
+        // The first tick loads RELOAD; until then the count reads 0.
+        while SYST::get_current() == 0 {}
+    }
+
+    /// Instructions since `start_counter` under `-icount shift=0` (one
+    /// instruction per virtual nanosecond): SysTick ticks of the 32 MHz
+    /// core clock times 31.25 ns, so within 32 instructions. QEMU does not
+    /// model the DWT cycle counter, so this is the counter there is.
     pub fn insns() -> u64 {
-        0
+        loop {
+            let before = WRAPS.load(Ordering::Acquire);
+            let current = SYST::get_current();
+            if WRAPS.load(Ordering::Acquire) == before {
+                let ticks =
+                    u64::from(before) * (u64::from(RELOAD) + 1) + u64::from(RELOAD - current);
+                return ticks * 1_000_000_000 / CORE_HZ;
+            }
+        }
     }
 }
 
@@ -103,6 +151,7 @@ fn main() -> ! {
         board::exit(false)
     };
     use core::fmt::Write;
+    board::start_counter();
     let _ = writeln!(out, "TARGET {} profile {}", board::TARGET, detllm::PROFILE);
     // SAFETY: the loader wrote the header word before the core started; it is
     // plain RAM, read once.

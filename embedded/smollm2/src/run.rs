@@ -181,11 +181,8 @@ pub fn run(
         &mut Arena::new(take(&mut rest, plan.workspace)),
         MAX_PROMPT_BYTES,
     )?;
-    let mut engine = Engine::<PagedCache>::new(
-        model,
-        LIMITS,
-        &mut Arena::new(take(&mut rest, plan.engine)),
-    )?;
+    let mut engine =
+        Engine::<PagedCache>::new(model, LIMITS, &mut Arena::new(take(&mut rest, plan.engine)))?;
     let mut sampler = Sampler::new(&mut Arena::new(take(&mut rest, plan.sampler)), vocab)?;
 
     // The chat prompt, rendered and encoded as `detllm generate --chat` does.
