@@ -10,8 +10,12 @@
 //! file holds what differs per core: entry, console, exit, instruction
 //! counter and the memory map.
 //!
-//! Exit status (QEMU passes it on): 0 when the report is complete, 1 on an
-//! error (printed as `ERROR <Debug>`) or a panic (`PANIC …`).
+//! After the report (`run.rs`) this file adds `STACK used=<bytes>`: how much
+//! of a painted window below `main`'s frame the run wrote (stack use, to
+//! within the few hundred bytes of `main`'s own frame).
+//!
+//! Exit status (QEMU passes it on): 0 when the report is complete (`DONE`),
+//! 1 on an error (printed as `ERROR <Debug>`) or a panic (`PANIC …`).
 //!
 //! Run: `scripts/baremetal-model.sh` (builds, loads the model, compares with
 //! the host); the QEMU command lines are in `docs/sections/baremetal.md`.
@@ -26,6 +30,38 @@ const ARENA_BYTES: usize = match option_env!("SMOLLM2_ARENA_BYTES") {
     Some(s) => run::parse_usize(s),
     None => 16 << 20,
 };
+
+/// Bytes of stack painted below `run`'s frame to measure how much it uses.
+const STACK_WINDOW: usize = 256 << 10;
+const PAINT: u32 = 0x5AFE_C0DE;
+
+/// Fills the `STACK_WINDOW` bytes below this call's frame with `PAINT`;
+/// returns the window's top. `run` starts its frame where this one was.
+#[inline(never)]
+fn paint_stack() -> usize {
+    let here = 0u32;
+    let top = (core::ptr::addr_of!(here) as usize - 256) & !3;
+    let mut a = top - STACK_WINDOW;
+    while a < top {
+        // SAFETY: free stack below the live frames (the memory map leaves
+        // megabytes between `.bss` and the stack's top); nothing lives there.
+        unsafe { core::ptr::write_volatile(a as *mut u32, PAINT) };
+        a += 4;
+    }
+    top
+}
+
+/// Bytes of the window below `top` that were written since `paint_stack`
+/// (`STACK_WINDOW` if all: the window was too small).
+#[inline(never)]
+fn stack_used(top: usize) -> usize {
+    let mut a = top - STACK_WINDOW;
+    // SAFETY: the window `paint_stack` wrote; below the live frames.
+    while a < top && unsafe { core::ptr::read_volatile(a as *const u32) } == PAINT {
+        a += 4;
+    }
+    top - a
+}
 
 #[repr(C, align(16))]
 struct Aligned([u8; ARENA_BYTES]);
@@ -170,7 +206,14 @@ fn main() -> ! {
         unsafe { core::slice::from_raw_parts(board::MODEL_BASE as *const u8, len) };
     // SAFETY: the only reference to ARENA, taken once on the only core.
     let arena: &'static mut [u8] = unsafe { &mut (*core::ptr::addr_of_mut!(ARENA)).0 };
-    match run::run(model, arena, &mut out, board::insns) {
+    let stack_top = paint_stack();
+    let result = run::run(model, arena, &mut out, board::insns);
+    let _ = writeln!(
+        out,
+        "STACK used={} (of a {STACK_WINDOW}-byte window)",
+        stack_used(stack_top)
+    );
+    match result {
         Ok(()) => {
             let _ = writeln!(out, "DONE");
             board::exit(true)
