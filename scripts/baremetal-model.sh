@@ -116,7 +116,7 @@ emulate() {
 # field LOG KEY: the rest of LOG's line starting with "KEY ".
 field() { sed -n "s/^$2 //p" "$1" | head -1; }
 
-declare -A status secs arena per_token
+declare -A status secs arena per_token stack
 fail=0
 for core in "${cores[@]}"; do
     case $core in riscv32 | cortex-m33) ;; *)
@@ -168,6 +168,7 @@ for core in "${cores[@]}"; do
                     status[$core]="FAIL (text differs)"
                 fi
                 per_token[$core]=$(sed -n 's/^COST .*insns_per_decode_token=\([0-9]*\).*/\1/p' "$log")
+                stack[$core]=$(sed -n 's/^STACK used=\([0-9]*\).*/\1/p' "$log")
             fi
         fi
     fi
@@ -192,9 +193,9 @@ done
 echo
 echo "SmolLM2-135M-Instruct Q4_1, chat prompt \"$PROMPT\", $MAX_TOKENS tokens, greedy"
 echo "host: ids $(cat "$work/host.ids") digest $(cat "$work/host.digest")"
-printf '%-11s %-7s %-12s %-16s %s\n' core time arena insns/token status
+printf '%-11s %-7s %-12s %-8s %-16s %s\n' core time arena stack insns/token status
 for core in "${cores[@]}"; do
-    printf '%-11s %-7s %-12s %-16s %s\n' "$core" "${secs[$core]:-0}s" "${arena[$core]:--}" \
-        "${per_token[$core]:--}" "${status[$core]}"
+    printf '%-11s %-7s %-12s %-8s %-16s %s\n' "$core" "${secs[$core]:-0}s" "${arena[$core]:--}" \
+        "${stack[$core]:--}" "${per_token[$core]:--}" "${status[$core]}"
 done
 exit $fail
