@@ -5,10 +5,11 @@
 # bare-metal examples on a Cortex-M4F (qemu-system-arm, mps2-an386) and RISC-V
 # rv32imc (qemu-system-riscv32, virt); builds the library for thumbv6m-none-eabi
 # (Cortex-M0, no FPU). Every target's digests must equal tests/golden/*.txt.
+# smollm2 runs the real model on bare metal (scripts/baremetal-model.sh).
 # Exits non-zero if any target differs or cannot run.
 #
 # Usage: scripts/cross-test.sh [--no-install] [TARGET...]
-#   TARGET: host s390x aarch64 i686 wasm32 cortex-m4 riscv32 thumbv6m (default: all)
+#   TARGET: host s390x aarch64 i686 wasm32 cortex-m4 riscv32 thumbv6m smollm2 (default: all)
 # Honours CARGO_TARGET_DIR. Installs what it needs (idempotent): rustup targets,
 # Debian cross gccs and QEMU.
 set -euo pipefail
@@ -19,7 +20,7 @@ source scripts/lib.sh
 
 install=1
 if [ "${1:-}" = --no-install ]; then install=0; shift; fi
-all_targets=(host s390x aarch64 i686 wasm32 cortex-m4 riscv32 thumbv6m)
+all_targets=(host s390x aarch64 i686 wasm32 cortex-m4 riscv32 thumbv6m smollm2)
 if [ $# -gt 0 ]; then targets=("$@"); else targets=("${all_targets[@]}"); fi
 
 RUST_TARGETS=(s390x-unknown-linux-gnu aarch64-unknown-linux-gnu i686-unknown-linux-musl
@@ -166,6 +167,20 @@ for t in "${targets[@]}"; do
             status[thumbv6m]="FAIL (build)"
         fi
         secs[thumbv6m]=$((SECONDS - t0))
+        ;;
+    smollm2)
+        what[smollm2]="SmolLM2-135M bare metal (rv32imc, Cortex-M33): ids and digest equal the host's"
+        echo "== smollm2: ${what[smollm2]}" >&2
+        t0=$SECONDS
+        if [ $install = 1 ]; then model_args=(); else model_args=(--no-install); fi
+        if bash scripts/baremetal-model.sh "${model_args[@]}" >"$work/smollm2.log" 2>&1; then
+            status[smollm2]=OK
+        else
+            status[smollm2]="FAIL (scripts/baremetal-model.sh)"
+            tail -40 "$work/smollm2.log" >&2
+        fi
+        tail -4 "$work/smollm2.log" >&2
+        secs[smollm2]=$((SECONDS - t0))
         ;;
     *)
         echo "unknown target $t (known: ${all_targets[*]})" >&2
