@@ -2,6 +2,7 @@
 
 mod config;
 mod engine;
+pub mod eval;
 mod generate;
 pub mod selftest;
 pub mod synth;
