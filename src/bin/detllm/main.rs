@@ -53,6 +53,8 @@ enum Command {
     Inspect(cmd::inspect::InspectArgs),
     /// Measure prefill and decode speed.
     Bench(cmd::bench::BenchArgs),
+    /// Perplexity of a text file, computed as llama.cpp's llama-perplexity does.
+    Perplexity(cmd::perplexity::PerplexityArgs),
     /// Re-execute a transcript and compare every step's digest.
     Verify(cmd::verify::VerifyArgs),
 }
@@ -64,6 +66,7 @@ fn main() -> ExitCode {
         Command::Tokenize(args) => cmd::tokenize::run(args),
         Command::Inspect(args) => cmd::inspect::run(args),
         Command::Bench(args) => cmd::bench::run(args),
+        Command::Perplexity(args) => cmd::perplexity::run(args),
         Command::Verify(args) => cmd::verify::run(args),
     };
     match result {
