@@ -54,6 +54,7 @@ mod pow;
 mod silu;
 mod sincos;
 mod tables;
+mod tanh;
 
 pub use silu::silu;
 

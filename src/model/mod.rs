@@ -7,6 +7,7 @@
 
 mod config;
 mod engine;
+pub mod eval;
 mod generate;
 mod phases;
 mod run_state;

@@ -55,6 +55,8 @@ enum Command {
     Inspect(cmd::inspect::InspectArgs),
     /// Measure prefill and decode speed.
     Bench(cmd::bench::BenchArgs),
+    /// Perplexity of a text file, computed as llama.cpp's llama-perplexity does.
+    Perplexity(cmd::perplexity::PerplexityArgs),
     /// Re-execute a transcript and compare every step's digest.
     Verify(cmd::verify::VerifyArgs),
     /// Serve the model over an OpenAI-compatible HTTP API (continuous batching).
@@ -69,6 +71,7 @@ fn main() -> ExitCode {
         Command::Tokenize(args) => cmd::tokenize::run(args),
         Command::Inspect(args) => cmd::inspect::run(args),
         Command::Bench(args) => cmd::bench::run(args),
+        Command::Perplexity(args) => cmd::perplexity::run(args),
         Command::Verify(args) => cmd::verify::run(args),
         #[cfg(feature = "serve")]
         Command::Serve(args) => serve::run(args),

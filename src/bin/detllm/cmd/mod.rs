@@ -4,5 +4,6 @@ pub mod bench;
 pub mod chat;
 pub mod generate;
 pub mod inspect;
+pub mod perplexity;
 pub mod tokenize;
 pub mod verify;
