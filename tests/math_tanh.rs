@@ -4,8 +4,8 @@
 //! exhaustive 2^32 sweep.
 #![cfg(feature = "oracle")]
 
-mod math_common;
-use math_common::*;
+mod support;
+use support::math::*;
 
 use detllm::F32;
 
