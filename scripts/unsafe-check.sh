@@ -50,7 +50,7 @@ run_tsan() {
     ensure_nightly
     # The threaded engine test: engine_props::threads_change_nothing runs the
     # engine's real regions on pools of 2 to 4 threads.
-    RUSTFLAGS="-Zsanitizer=thread" TSAN_OPTIONS="halt_on_error=1" \
+    RUSTFLAGS="-Zsanitizer=thread" RUSTDOCFLAGS="-Zsanitizer=thread" TSAN_OPTIONS="halt_on_error=1" \
         nice cargo +nightly test -Zbuild-std --target "$host" --features std \
         --test pool --test engine_props -- \
         chunks_match_serial panic_is_raised sleeping_workers quantize_par threads_change_nothing
