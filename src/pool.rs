@@ -29,20 +29,34 @@
 //!   a thread that finds it held (another caller, or `f` itself calling the
 //!   pool) runs its region serially instead of waiting, so nothing deadlocks;
 //! * a panic in `f` is caught on whichever thread ran it, the region is still
-//!   waited for, and the panic is re-raised on the caller.
+//!   waited for, and the panic is re-raised on the caller (after `busy` is
+//!   released, so it is never poisoned).
+//!
+//! ## How it is verified
+//! All synchronization goes through [`sync`] (atomics, mutexes, the condition
+//! variable, thread spawn and yield, the spin budget), which `--cfg loom`
+//! swaps for loom's checked primitives: `tests/pool_loom.rs` explores every
+//! interleaving (to a preemption bound) of the caller and one or two workers
+//! over one or two regions, checking each chunk runs once, no access to the
+//! region after it returns, no lost wake-up or deadlock, panics re-raised.
+//! Miri runs `tests/pool.rs` (undefined behaviour, data races, bounds of the
+//! raw chunks) and ThreadSanitizer runs it and the threaded engine tests;
+//! `scripts/unsafe-check.sh` runs all three, `docs/UNSAFE.md` lists each
+//! `unsafe` with its check.
 #![allow(unsafe_code)]
 
+mod sync;
+
 use crate::parallel::{Parallel, Serial};
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering::*};
 use std::boxed::Box;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
-use std::sync::{Arc, Condvar, Mutex, TryLockError};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
 use std::vec::Vec;
+use sync::Ordering::*;
+use sync::{
+    Arc, AtomicBool, AtomicPtr, AtomicUsize, Builder, Condvar, JoinHandle, Mutex, SpinBudget,
+    TryLockError,
+};
 
-/// How long an idle worker waits actively before it sleeps.
-const SPIN: Duration = Duration::from_millis(2);
 /// Busy-wait rounds before a waiting thread starts yielding its core (so an
 /// oversubscribed machine still makes progress).
 const BUSY_ROUNDS: u32 = 1 << 12;
@@ -50,9 +64,9 @@ const BUSY_ROUNDS: u32 = 1 << 12;
 /// One round of active waiting: a pause instruction at first, then a yield.
 fn backoff(round: u32) {
     if round < BUSY_ROUNDS {
-        core::hint::spin_loop();
+        sync::spin_loop();
     } else {
-        std::thread::yield_now();
+        sync::yield_now();
     }
 }
 
@@ -146,7 +160,7 @@ impl ThreadPool {
         };
         for k in 1..n {
             let s = Arc::clone(&pool.shared);
-            let h = std::thread::Builder::new()
+            let h = Builder::new()
                 .name(std::format!("detllm-{k}"))
                 .spawn(move || worker(&s))?;
             pool.workers.push(h);
@@ -165,7 +179,7 @@ impl ThreadPool {
 
 /// Waits for a generation other than `seen`; `None` when told to quit.
 fn wait_for_work(s: &Shared, seen: usize) -> Option<usize> {
-    let t0 = Instant::now();
+    let budget = SpinBudget::start();
     let mut spins = 0u32;
     loop {
         let g = s.generation.load(Acquire);
@@ -176,13 +190,18 @@ fn wait_for_work(s: &Shared, seen: usize) -> Option<usize> {
             return None;
         }
         spins = spins.saturating_add(1);
-        if !spins.is_multiple_of(64) || t0.elapsed() < SPIN {
+        if !budget.spent(spins) {
             backoff(spins);
             continue;
         }
         let mut g = s.lock.lock().unwrap_or_else(|e| e.into_inner());
         s.sleeping.fetch_add(1, SeqCst);
-        while s.generation.load(SeqCst) == seen && !s.quit.load(SeqCst) {
+        // Against the caller's `generation.fetch_add` then `sleeping.load`:
+        // either it sees us counted in `sleeping` (and notifies under `lock`,
+        // which we hold until `wait`), or we see its new generation. An RMW
+        // reads the latest generation whatever the ordering, so this holds
+        // even where `SeqCst` is only acquire-release (as loom models it).
+        while s.generation.fetch_add(0, SeqCst) == seen && !s.quit.load(SeqCst) {
             g = s.wake.wait(g).unwrap_or_else(|e| e.into_inner());
         }
         s.sleeping.fetch_sub(1, SeqCst);
@@ -226,7 +245,7 @@ impl Parallel for ThreadPool {
             return Serial.for_each_chunk(data, chunk_len, f);
         }
         let s = &*self.shared;
-        let _busy = match s.busy.try_lock() {
+        let busy = match s.busy.try_lock() {
             Ok(g) => g,
             Err(TryLockError::Poisoned(e)) => e.into_inner(),
             Err(TryLockError::WouldBlock) => return Serial.for_each_chunk(data, chunk_len, f),
@@ -255,10 +274,13 @@ impl Parallel for ThreadPool {
             backoff(round);
             round = round.saturating_add(1);
         }
+        let worker_panicked = s.panicked.load(Acquire);
+        // Released before re-raising, so that `busy` is never poisoned.
+        drop(busy);
         if let Err(p) = mine {
             resume_unwind(p);
         }
-        if s.panicked.load(Acquire) {
+        if worker_panicked {
             resume_unwind(Box::new("a detllm pool worker panicked"));
         }
     }

@@ -6,6 +6,25 @@ use detllm::parallel::{Parallel, Serial, ThreadPool};
 use proptest::prelude::*;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+/// Proptest settings: under Miri (which interprets every instruction) a few
+/// small cases, without the failure file Miri's isolation forbids.
+fn config(cases: u32) -> ProptestConfig {
+    if cfg!(miri) {
+        ProptestConfig {
+            failure_persistence: None,
+            ..ProptestConfig::with_cases(2)
+        }
+    } else {
+        ProptestConfig::with_cases(cases)
+    }
+}
+
+/// Upper bounds of the generated sizes (smaller under Miri).
+const MAX_LEN: usize = if cfg!(miri) { 50 } else { 3000 };
+const MAX_CHUNK: usize = if cfg!(miri) { 20 } else { 400 };
+const MAX_REPS: usize = if cfg!(miri) { 3 } else { 20 };
+const MAX_BLOCKS: usize = if cfg!(miri) { 2 } else { 40 };
+
 /// Marks every element with its chunk index, counting calls.
 fn mark<P: Parallel>(par: &P, len: usize, chunk_len: usize) -> (Vec<usize>, usize) {
     let mut data = vec![usize::MAX; len];
@@ -21,10 +40,10 @@ fn mark<P: Parallel>(par: &P, len: usize, chunk_len: usize) -> (Vec<usize>, usiz
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(64))]
+    #![proptest_config(config(64))]
 
     #[test]
-    fn chunks_match_serial(threads in 1usize..5, len in 0usize..3000, chunk_len in 0usize..400, reps in 1usize..20) {
+    fn chunks_match_serial(threads in 1usize..5, len in 0usize..MAX_LEN, chunk_len in 0usize..MAX_CHUNK, reps in 1usize..MAX_REPS) {
         let pool = ThreadPool::new(threads).unwrap();
         let want = mark(&Serial, len, chunk_len);
         prop_assert_eq!(want.1, len.div_ceil(chunk_len.max(1)));
@@ -73,13 +92,13 @@ fn sleeping_workers_wake_up() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(48))]
+    #![proptest_config(config(48))]
 
     /// Q8 quantization with the rows split over a pool is byte-identical to
     /// the serial conversion (quants, scales, chunk ranges, flags), for any
     /// number of rows, including more than one batch of 64.
     #[test]
-    fn quantize_par_equals_quantize(seed in any::<u64>(), m in 1usize..140, nb in 1usize..40,
+    fn quantize_par_equals_quantize(seed in any::<u64>(), m in 1usize..140, nb in 1usize..MAX_BLOCKS,
                                     threads in 1usize..4) {
         use detllm::quant::{ActKind, QActs};
         use detllm::{Arena, F32};
