@@ -649,10 +649,22 @@ fn tokenize_detokenize_and_transcript_round_trip() {
                 "temperature": 0.7, "seed": 5, "stop": [" "]}),
     );
     assert_eq!(code, 200);
-    let id = choice(&r)["detllm"]["transcript_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    // The stop string ended the choice at the token that completed it.
+    let c = choice(&r);
+    let text = c["message"]["content"].as_str().unwrap();
+    assert_eq!(c["finish_reason"], "stop", "{r}");
+    assert!(!text.contains(' '), "{text:?}");
+    let ids = c["detllm"]["token_ids"].as_array().unwrap();
+    let (_, all) = s.post("/detokenize", &json!({ "tokens": ids }));
+    let all = all["content"].as_str().unwrap();
+    assert!(
+        all.starts_with(text) && all[text.len()..].contains(' '),
+        "{all:?}"
+    );
+    let (_, before) = s.post("/detokenize", &json!({ "tokens": &ids[..ids.len() - 1] }));
+    let before = before["content"].as_str().unwrap();
+    assert!(!before.contains(' '), "stopped late: {all:?}");
+    let id = c["detllm"]["transcript_id"].as_str().unwrap().to_string();
     let (code, tr) = s.get(&format!("/v1/transcripts/{id}"), &[]);
     assert_eq!(code, 200, "{tr}");
     let path = std::env::temp_dir().join(format!(
