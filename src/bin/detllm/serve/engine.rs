@@ -189,10 +189,8 @@ impl Runner {
         let weights = Model::from_gguf(&file, bytes, &mut arena)?;
         let tokenizer = crate::vocab::tokenizer(&file, &mut arena)?;
         let work = Workspace::new(&mut arena, MAX_PROMPT_BYTES)?;
-        let vocab = weights.cfg.vocab_size;
         let engine = Engine::<PagedCache>::new(weights, lim, &mut arena)?;
         let sched = Scheduler::new(engine, scfg, &mut arena)?;
-        let _ = vocab;
         let info = ModelInfo {
             file: path.file_name().map(|f| f.to_string_lossy().into_owned()),
             sha256: sha256.clone(),
@@ -597,7 +595,7 @@ impl Front {
                 let rest = c.text.finish();
                 let digest = hex(&c.rows.clone().finalize());
                 let audit = hex(&f.digest);
-                let transcript = transcript_json(info, l, f.index, finish);
+                let transcript = transcript_json(info, l, f.index);
                 push_transcript(transcripts, audit.clone(), transcript);
                 let sent = l.events.send(Event::Done {
                     choice: f.index as usize,
@@ -628,8 +626,10 @@ fn f32_json(x: F32) -> Value {
 }
 
 /// The audit transcript (docs/TRANSCRIPT.md, format 1) of choice `index`.
-fn transcript_json(info: &ModelInfo, l: &Live, index: u32, finish: Finish) -> Value {
-    let c = &l.choices[index as usize];
+fn transcript_json(info: &ModelInfo, l: &Live, index: u32) -> Value {
+    let Some(c) = l.choices.get(index as usize) else {
+        return Value::Null;
+    };
     let p = SamplingParams {
         seed: l.params.seed.wrapping_add(u64::from(index)),
         ..l.params
@@ -640,7 +640,6 @@ fn transcript_json(info: &ModelInfo, l: &Live, index: u32, finish: Finish) -> Va
     } else {
         l.max_tokens
     };
-    let _ = finish;
     json!({
         "format": 1,
         "profile": detllm::PROFILE,

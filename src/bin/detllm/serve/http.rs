@@ -13,7 +13,7 @@ use super::protocol::{Accepted, Alternative, Command, Event, Finish};
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::sse::{Event as SseEvent, Sse};
 use axum::response::{IntoResponse, Response};
@@ -634,8 +634,7 @@ fn stream_response(
     Sse::new(tokio_stream::wrappers::UnboundedReceiverStream::new(rx)).into_response()
 }
 
-async fn tokenize(State(st): State<Shared>, headers: HeaderMap, body: Body) -> Response {
-    let _ = headers;
+async fn tokenize(State(st): State<Shared>, body: Body) -> Response {
     let r = async {
         let bytes = read_body(&st, body).await?;
         #[derive(serde::Deserialize)]
