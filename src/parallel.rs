@@ -10,7 +10,7 @@
 //! ran it and whatever the thread count (tested below on [`Serial`], on a
 //! backwards-running implementation and, with `std`, on the `ThreadPool`).
 
-use core::sync::atomic::{AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, Ordering};
 
 /// A fallible chunk closure for [`Parallel::try_for_each_chunk`]:
 /// `f(index, chunk)`.
@@ -35,16 +35,18 @@ pub trait Parallel: Sync {
     /// that failed — the same error whatever the thread count or the order
     /// the chunks ran in.
     ///
-    /// Every chunk runs once in the region. The failing chunks' indices are
-    /// folded into one `fetch_min`; after the region the lowest one's closure
-    /// runs again on the calling thread to produce its error (no lock, no
-    /// allocation). So `f` must fail *reproducibly*: a chunk that failed
-    /// fails the same way when run again on what it left — true of every
-    /// closure that checks its inputs before it writes, as the library's
-    /// kernels do. (Precisely, the result is that of running chunks
-    /// `lowest..` in order on the calling thread and stopping at the first
-    /// error; for a reproducible `f` that is the lowest chunk's error.)
-    /// The contents of `data` after an error are unspecified.
+    /// Every chunk runs once in the region; a failing chunk only raises a
+    /// flag (an atomic store: the one atomic operation every target has —
+    /// rv32imc and Cortex-M0 have no `fetch_min`). Only when the flag is up,
+    /// the chunks run again in order on the calling thread up to the first
+    /// error, which is returned (no lock, no allocation, no cost on success).
+    /// So `f` must fail *reproducibly*: a chunk that failed fails the same
+    /// way when run again on what it left — true of every closure that
+    /// checks its inputs before it writes, as the library's kernels do.
+    /// (Precisely, the result is that of running all chunks in order on the
+    /// calling thread and stopping at the first error; for a reproducible
+    /// `f` that is the lowest failing chunk's error.) The contents of `data`
+    /// after an error are unspecified.
     fn try_for_each_chunk<T: Send, E>(
         &self,
         data: &mut [T],
@@ -52,17 +54,16 @@ pub trait Parallel: Sync {
         f: &TryChunkFn<'_, T, E>,
     ) -> Result<(), E> {
         let chunk_len = chunk_len.max(1);
-        let lowest_failed = AtomicUsize::new(usize::MAX);
+        let failed = AtomicBool::new(false);
         self.for_each_chunk(data, chunk_len, &|i, chunk| {
             if f(i, chunk).is_err() {
-                lowest_failed.fetch_min(i, Ordering::Relaxed);
+                failed.store(true, Ordering::Relaxed);
             }
         });
-        let lowest = lowest_failed.into_inner();
-        if lowest == usize::MAX {
+        if !failed.into_inner() {
             return Ok(());
         }
-        for (i, chunk) in data.chunks_mut(chunk_len).enumerate().skip(lowest) {
+        for (i, chunk) in data.chunks_mut(chunk_len).enumerate() {
             f(i, chunk)?;
         }
         Ok(())
@@ -96,6 +97,7 @@ pub use crate::pool::ThreadPool;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use core::sync::atomic::AtomicUsize;
 
     /// Chunks in reverse order, so the lowest failing chunk fails last.
     struct Backwards;
@@ -167,9 +169,9 @@ mod tests {
     }
 
     /// A closure that fails only the first time it runs a chunk breaks the
-    /// contract; the result is then that of running the tail in order.
+    /// contract; the result is then that of running the chunks in order.
     #[test]
-    fn unreproducible_failure_reruns_the_tail() {
+    fn unreproducible_failure_reruns_in_order() {
         let tries = AtomicUsize::new(0);
         let mut data = [0u8; 10];
         let r: Result<(), usize> = Backwards.try_for_each_chunk(&mut data, 2, &|i, c| {
