@@ -25,6 +25,15 @@ use crate::kv::{KvRead, KvSlice, KvStore};
 use crate::quant::{ActKind, QActs, QMatrix};
 use crate::{Error, F32, Parallel, Result};
 
+/// Which block's output [`RunState::add_projection`] projects.
+#[derive(Clone, Copy)]
+enum BlockOutput {
+    /// `attn_out` (n_rows, q_dim), through `wo`.
+    Attention,
+    /// The SwiGLU output in `gate` (n_rows, hidden_dim), through `w_down`.
+    Ffn,
+}
+
 impl RunState<'_> {
     /// Fills the row bookkeeping for `batch` (already checked by the
     /// engine's `prepare`) and looks up each row's token embedding into the
@@ -88,17 +97,36 @@ impl RunState<'_> {
         batch: &[Entry<'_>],
         layer: usize,
     ) -> Result<()> {
-        let (n, d, qd) = (self.n_rows, self.cfg.dim, self.cfg.q_dim());
+        let (n, d) = (self.n_rows, self.cfg.dim);
         let (x, eps) = (&self.residual[..n * d], self.cfg.eps);
         rmsnorm_rows(par, x, w.attn_norm, eps, &mut self.normed[..n * d], d)?;
         self.qkv(par, w)?;
         self.rope_k_and_store(par, kv, batch, layer)?;
         self.attend(par, kv, batch, layer)?;
-        self.acts_q_dim.load(par, &self.attn_out[..n * qd])?;
-        let acts = self.acts_q_dim.for_type(w.wo.ty)?;
+        self.add_projection(par, BlockOutput::Attention, &w.wo)
+    }
+
+    /// The tail both blocks share: the block's output (`attn_out`, q_dim
+    /// wide, or the SwiGLU `gate`, hidden_dim wide) quantized for `w`,
+    /// `block_out = w · output` (n_rows, dim), and `x += block_out`.
+    fn add_projection<P: Parallel>(
+        &mut self,
+        par: &P,
+        from: BlockOutput,
+        w: &QMatrix<'_>,
+    ) -> Result<()> {
+        let (n, d) = (self.n_rows, self.cfg.dim);
+        let (acts, input) = match from {
+            BlockOutput::Attention => {
+                (&mut self.acts_q_dim, &self.attn_out[..n * self.cfg.q_dim()])
+            }
+            BlockOutput::Ffn => (&mut self.acts_hidden, &self.gate[..n * self.cfg.hidden_dim]),
+        };
+        acts.load(par, input)?;
+        let acts = acts.for_type(w.ty)?;
         matmul(
             par,
-            &w.wo,
+            w,
             acts,
             &mut self.block_out[..n * d],
             self.matmul_scratch,
@@ -292,22 +320,7 @@ impl RunState<'_> {
                 kernels::swiglu(gate, up)
             })?;
         }
-        self.acts_hidden.load(par, &self.gate[..n * hd])?;
-        let acts = self.acts_hidden.for_type(w.w_down.ty)?;
-        matmul(
-            par,
-            &w.w_down,
-            acts,
-            &mut self.block_out[..n * d],
-            self.matmul_scratch,
-        )?;
-        add_rows(
-            par,
-            &mut self.residual[..n * d],
-            &self.block_out[..n * d],
-            d,
-        );
-        Ok(())
+        self.add_projection(par, BlockOutput::Ffn, &w.w_down)
     }
 
     /// `logits = output · rmsnorm(x) · output_norm` of the logit rows. A head
