@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # detllm vs llama.cpp on the same machine, in the same run.
 #
-#   bash scripts/bench-vs-llamacpp.sh [ROUNDS]        (default 3 rounds)
+#   bash scripts/bench-vs-llamacpp.sh [MODEL] [ROUNDS]   (default smollm2, 3 rounds)
+#
+# MODEL is `smollm2` (SmolLM2-135M-Instruct Q4_1, scripts/fetch-model.sh),
+# `qwen2.5-coder-0.5b` or `gemma3-270m` (the Q4_K_M files of
+# scripts/fetch-real-model.sh), or the path of a GGUF file.
 #
 # Sets up .venv-llamacpp/ (gitignored) with llama-cpp-python 0.3.36 and numpy
 # if missing (the first time compiles llama.cpp: ~10+ minutes), builds
@@ -12,15 +16,25 @@
 # Each figure is the best over the rounds. Prints the table and the ratios
 # detllm / llama.cpp (decode batch 1, each at its best thread count; prefill),
 # detllm's aggregate decode at batch 8 vs its batch-1 rate, and peak RSS vs
-# model file + KV cache. Environment: DETLLM_MODEL (model path),
-# LLAMACPP_REF (path of llamacpp_ref.py), GEN (tokens per bench, default 64).
+# model file + KV cache. Both engines prefill the same number of tokens
+# (detllm's --prompt-tokens is set to llama.cpp's prompt length).
+# Environment: DETLLM_MODEL (the default model's path), LLAMACPP_REF (path of llamacpp_ref.py), GEN (tokens per bench, default 64).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo="$(pwd)"
 source scripts/lib.sh
+case "${1:-}" in
+"" | [0-9]*) which=smollm2 ;;
+*) which="$1"; shift ;;
+esac
 rounds="${1:-3}"
 gen="${GEN:-64}"
-model="$(bash scripts/fetch-model.sh)"
+case "$which" in
+smollm2) model="$(bash scripts/fetch-model.sh)" ;;
+qwen2.5-coder-0.5b | gemma3-270m) model="$(bash scripts/fetch-real-model.sh "$which")" ;;
+*) model="$which"; [ -f "$model" ] || { echo "no such model file: $model" >&2; exit 2; } ;;
+esac
+echo "model: $model" >&2
 
 # llamacpp_ref.py: $LLAMACPP_REF, else the repository's copy.
 ref="${LLAMACPP_REF:-$repo/scripts/llamacpp_ref.py}"
@@ -43,15 +57,17 @@ trap 'rm -rf "$tmp"' EXIT
 
 for r in $(seq 1 "$rounds"); do
     echo "round $r/$rounds: llama.cpp" >&2
-    "$venv/bin/python" "$ref" "$model" "$tmp/ref.json" 1 2 >/dev/null
+    SPEED_ONLY=1 "$venv/bin/python" "$ref" "$model" "$tmp/ref.json" 1 2 >/dev/null
     "$venv/bin/python" -c 'import json,sys; [print(json.dumps(s)) for s in json.load(open(sys.argv[1]))["speed"]]' \
         "$tmp/ref.json" >>"$tmp/llama.jsonl"
+    n_prompt="$("$venv/bin/python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["speed"][0]["prompt_tokens"])' "$tmp/ref.json")"
     echo "round $r/$rounds: detllm" >&2
     for t in 1 2; do
-        "$bin" bench --model "$model" --threads "$t" --gen-tokens "$gen" --json >>"$tmp/detllm.jsonl"
+        "$bin" bench --model "$model" --threads "$t" --prompt-tokens "$n_prompt" --gen-tokens "$gen" --json >>"$tmp/detllm.jsonl"
     done
-    "$bin" bench --model "$model" --threads 2 --batch 8 --gen-tokens "$gen" --json >>"$tmp/detllm.jsonl"
-    "$bin" bench --model "$model" --threads 1 --batch 8 --gen-tokens "$gen" --json >>"$tmp/detllm.jsonl"
+    for t in 2 1; do
+        "$bin" bench --model "$model" --threads "$t" --batch 8 --prompt-tokens "$n_prompt" --gen-tokens "$gen" --json >>"$tmp/detllm.jsonl"
+    done
 done
 
 "$venv/bin/python" - "$tmp/llama.jsonl" "$tmp/detllm.jsonl" "$(nproc)" "$(uname -m)" <<'PY'
