@@ -97,6 +97,11 @@ run_miri() {
     # exact-size allocations (fewer, smaller cases under cfg(miri)) and the
     # KV cache scenarios.
     nice cargo +nightly miri test --features std --test kernels_guarded --test kv_unit
+    # The hand-written AVX2 fused kernels too: with the AVX2 level's features
+    # enabled at compile time, `simd::level()` is `Avx2` under Miri, which
+    # interprets the intrinsics (AVX-512 ones it does not; ASan covers those).
+    RUSTFLAGS="-Ctarget-feature=+avx2,+bmi1,+bmi2,+lzcnt" CARGO_TARGET_DIR=target/miri-avx2 \
+        nice cargo +nightly miri test --features std --test kernels_guarded
 }
 
 run_tsan() {

@@ -15,14 +15,17 @@
 //! Under Miri (`scripts/unsafe-check.sh miri`) the guard pages are left out
 //! (Miri cannot `mprotect`) and the cases are fewer and smaller; the
 //! exact-size allocations are checked byte for byte. Miri finds no SIMD
-//! features unless the run enables them at compile time, so it runs the
-//! portable blocked kernels there.
+//! features unless the run enables them at compile time: plain, it runs the
+//! portable blocked kernels; with the AVX2 level's features enabled
+//! (`-Ctarget-feature=+avx2,+bmi1,+bmi2,+lzcnt`, the script's second Miri
+//! run) it also interprets the hand-written AVX2 kernels.
 //!
 //! Limit: the activations are one arena carve per kind (all rows' quants,
 //! then all rows' scales), so a read past one row's quants into the next
 //! row's, or past the last row's quants into the scales, stays inside the
-//! arena and is caught by neither tool; the equality with the reference is
-//! what covers those.
+//! arena and is caught by neither tool; Miri's AVX2 run catches it there
+//! (a pointer taken from a slice may read only that slice under Stacked
+//! Borrows), and the equality with the reference covers the rest.
 //!
 //! A format that gains a fast path gets a row in [`FAST_FORMATS`].
 #![cfg(unix)]
@@ -43,13 +46,18 @@ use support::quant::Rng;
 const FAST_FORMATS: &[(GgmlType, &[usize])] = &[(GgmlType::Q4_1, &[0, 2]), (GgmlType::Q8_0, &[0])];
 
 /// The paths to check: the blocked kernel in portable Rust, the AVX2 build,
-/// the widest build (under Miri, where the SIMD paths fall back to the
-/// portable one, that one only).
-const PATHS: &[KernelPath] = if cfg!(miri) {
-    &[KernelPath::Portable]
-} else {
-    &[KernelPath::Portable, KernelPath::Avx2, KernelPath::Auto]
-};
+/// the widest build. Under Miri, where a SIMD path falls back to the
+/// portable one unless the run enables the AVX2 features at compile time,
+/// the portable one and, with the features, the AVX2 one.
+fn paths() -> &'static [KernelPath] {
+    if !cfg!(miri) {
+        &[KernelPath::Portable, KernelPath::Avx2, KernelPath::Auto]
+    } else if level() >= Level::Avx2 {
+        &[KernelPath::Portable, KernelPath::Avx2]
+    } else {
+        &[KernelPath::Portable]
+    }
+}
 
 /// A mapping of `[guard page][data pages][guard page]` holding `n` bytes
 /// flush against the trailing guard (`at_end`) or the leading one.
@@ -162,7 +170,7 @@ fn run_paths(w: &QMatrix, r0: usize, x: &[F32], m: usize, arena_buf: &mut [u8], 
     let mut a = QActs::new(&mut arena, kind, m, w.n_in).unwrap();
     a.quantize(x).unwrap();
     let rows = w.n_out - r0;
-    for &path in PATHS {
+    for &path in paths() {
         let mut out = vec![F32::ZERO; rows * m];
         let ran = rows_kernel_with(w, r0, &a, &mut out, path);
         check_ran(w.ty, path, rows, ran);
