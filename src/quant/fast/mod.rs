@@ -1,7 +1,7 @@
 //! Blocked matmul kernels: several weight rows per pass over the activations.
 //!
 //! `rows_kernel(w, r0, x, out)` fills `out` (rows, M) with the cells of weight
-//! rows `r0..r0 + rows`. For Q4_1 and Q8_0 weights it runs a blocked kernel
+//! rows `r0..r0 + rows`. For Q4_1, Q5_0 and Q8_0 weights it runs a blocked kernel
 //! over [`ROW_GROUP`] rows at a time; every other case (other formats, tail
 //! rows) is [`super::dot::dot_row`] per cell.
 //!
@@ -12,7 +12,7 @@
 //!
 //! | weights | [`KernelPath::Reference`] | `Portable` | `Auto` | `Avx2` |
 //! |---|---|---|---|---|
-//! | Q4_1, Q8_0 | `dot_row` | blocked, portable | blocked, widest fused build (VNNI, AVX2) or portable | blocked, AVX2 fused build or portable |
+//! | Q4_1, Q5_0, Q8_0 | `dot_row` | blocked, portable | blocked, widest fused build (VNNI, AVX2) or portable | blocked, AVX2 fused build or portable |
 //! | any other | `dot_row` | `dot_row` | `dot_row` | `dot_row` |
 //!
 //! [`rows_kernel_with`] reports which of them ran ([`RowsRun`]);
@@ -33,6 +33,11 @@
 //! | Q4_1 `d` | `< 2^16 · 2^22` | `< 2^43` | [`LIM_Q4_1_D`] = 19 | `< 2^62` |
 //! | Q4_1 `m·s` | `< 2^22` | `< 2^27` | [`LIM_Q4_1_M`] = 35 | `< 2^62` |
 //! | Q8_0 `d` | `< 2^19 · 2^22` | `< 2^46` | [`LIM_Q8_0_D`] = 16 | `< 2^62` |
+//! | Q5_0 `d` | `< 2^16 · 2^22` | `< 2^43` | [`LIM_Q5_0_D`] = 19 | `< 2^62` |
+//!
+//! (Q4_1: `sumi = Σ q·y ≤ 32·15·127 < 2^16`; Q8_0: `|Σ qx·qy| ≤ 32·128·127
+//! < 2^19`; Q5_0: `|Σ (q-16)·y| ≤ 32·16·127 < 2^16`; every `|mant| < 2^11`, so
+//! `|mw·ma| < 2^22`.)
 //!
 //! Within the limits the chunk's sum is exact in an `i64` (shifts by `rel`
 //! are exact multiplications); it is then added to the cell's `i128` at
@@ -45,6 +50,7 @@
 use super::GgmlType;
 use super::act::{ActRow, ActScale, CHUNK_BLOCKS, ChunkScale, FLAG_D_NONFINITE, FLAG_S_NONFINITE};
 use super::block::QK;
+use super::dequant::q5_pair;
 use super::dot::{dot_row, i8_dot, nib_dot};
 use super::fixed::{ExactAcc, f16_fixed, f16_nonfinite};
 use super::{QActs, QMatrix};
@@ -65,6 +71,8 @@ pub const LIM_Q4_1_D: u32 = 19;
 pub const LIM_Q4_1_M: u32 = 35;
 /// Largest relative shift of a Q8_0 term in the `i64` chunk sum.
 pub const LIM_Q8_0_D: u32 = 16;
+/// Largest relative shift of a Q5_0 term in the `i64` chunk sum.
+pub const LIM_Q5_0_D: u32 = 19;
 
 /// Which implementation computes the cells (all give the same bits; the
 /// module docs' table says which exist per format).
@@ -239,6 +247,38 @@ fn chunk_q8_0(
     (ad, [0; ROW_GROUP])
 }
 
+/// `Σ (q-16)·y` of one Q5_0 block (`blk`: its 22 bytes).
+#[inline(always)]
+fn q5_0_sumi(blk: &[u8], y: &[i8]) -> i32 {
+    let qh = u32::from_le_bytes([blk[2], blk[3], blk[4], blk[5]]);
+    let mut sumi = 0i32;
+    for (j, &qs) in blk[6..22].iter().enumerate() {
+        let (lo, hi) = q5_pair(qs, qh, j);
+        sumi += (lo - 16) * y[j] as i32 + (hi - 16) * y[j + 16] as i32;
+    }
+    sumi
+}
+
+/// Portable Q5_0 chunk kernel.
+fn chunk_q5_0(
+    rows: &[&[u8]; ROW_GROUP],
+    b0: usize,
+    nb: usize,
+    w: &WeightChunkScales,
+    qs: &[i8],
+    sc: &[ActScale],
+) -> ([i64; ROW_GROUP], [i64; ROW_GROUP]) {
+    let mut ad = [0i64; ROW_GROUP];
+    for (r, row) in rows.iter().enumerate() {
+        let blocks = row.chunks_exact(22).skip(b0).take(nb);
+        for (b, ((blk, y), s)) in blocks.zip(qs.chunks_exact(QK)).zip(sc).enumerate() {
+            let t = q5_0_sumi(blk, y) as i64 * (w.d_mant[b][r] * s.dm) as i64;
+            ad[r] += t << (w.d_rel[b][r] + s.drel);
+        }
+    }
+    (ad, [0; ROW_GROUP])
+}
+
 /// One chunk of one cell summed exactly in the cell's `i128` (the fallback
 /// when the chunk's spreads are too wide for the `i64` sums).
 fn chunk_in_i128(
@@ -265,6 +305,8 @@ fn chunk_in_i128(
             let (mm, msh) = f16_fixed(u16::from_le_bytes([blk[2], blk[3]]));
             acc.add_shifted(nib_dot(&q, y) as i64 * (dm * s.dm) as i64, dsh + s.dsh);
             acc.add_shifted((mm * s.sm) as i64, msh + s.ssh);
+        } else if ty == GgmlType::Q5_0 {
+            acc.add_shifted(q5_0_sumi(blk, y) as i64 * (dm * s.dm) as i64, dsh + s.dsh);
         } else {
             let mut q = [0i8; 32];
             for (o, &v) in q.iter_mut().zip(&blk[2..34]) {
@@ -434,6 +476,7 @@ fn split_kernel(ty: GgmlType) -> Option<GroupKernel<NoFusedKernel>> {
     match ty {
         GgmlType::Q4_1 => Some(GroupKernel::Split(chunk_q4_1)),
         GgmlType::Q8_0 => Some(GroupKernel::Split(chunk_q8_0)),
+        GgmlType::Q5_0 => Some(GroupKernel::Split(chunk_q5_0)),
         _ => None,
     }
 }
@@ -489,7 +532,7 @@ struct BlockedFormat {
     block_bytes: usize,
     /// Q4_1: a min term per block.
     has_m: bool,
-    /// [`LIM_Q4_1_D`] or [`LIM_Q8_0_D`].
+    /// [`LIM_Q4_1_D`], [`LIM_Q5_0_D`] or [`LIM_Q8_0_D`].
     lim_d: u32,
     /// [`LIM_Q4_1_M`] (no limit for Q8_0).
     lim_m: u32,
@@ -498,7 +541,7 @@ struct BlockedFormat {
 }
 
 impl BlockedFormat {
-    /// Q4_1 or Q8_0; `None` for the formats the blocked kernel leaves to
+    /// Q4_1, Q5_0 or Q8_0; `None` for the formats the blocked kernel leaves to
     /// [`dot_row`].
     #[inline(always)]
     fn of(ty: GgmlType) -> Option<BlockedFormat> {
@@ -514,6 +557,13 @@ impl BlockedFormat {
                 block_bytes: 34,
                 has_m: false,
                 lim_d: LIM_Q8_0_D,
+                lim_m: u32::MAX,
+                act_flags: FLAG_D_NONFINITE,
+            }),
+            GgmlType::Q5_0 => Some(BlockedFormat {
+                block_bytes: 22,
+                has_m: false,
+                lim_d: LIM_Q5_0_D,
                 lim_m: u32::MAX,
                 act_flags: FLAG_D_NONFINITE,
             }),
