@@ -1,24 +1,31 @@
-//! Matmul speed on SmolLM2-135M shapes: detllm's exact kernels against a
-//! hardware-f32 implementation of llama.cpp's per-block formula (generic C
-//! path: integer block sum, `sumf += (dx*dy)*sumi + m*s` / `sumi*(dx*dy)`),
-//! single thread, M = 1 and M = 8. Throughput is in multiply-adds
-//! (M · n_in · n_out) per second; ns/MAC = 1 / throughput.
+//! Matmul speed per weight format: detllm's exact kernels (`detllm`: the
+//! best path; `detllm_reference`: `dot_row` per cell, the path every format
+//! without a blocked kernel takes) against a hardware-f32 implementation of
+//! llama.cpp's per-block formula (`llama_f32`, generic C path: integer block
+//! sum, `sumf += (dx*dy)*sumi + m*s` / `sumi*(dx*dy)`), single thread,
+//! M = 1 and M = 8. Q4_1 and Q8_0 on SmolLM2-135M shapes, Q5_0 on
+//! Qwen2.5-0.5B shapes (most of its Q4_K_M file is Q5_0). Throughput is in
+//! multiply-adds (M · n_in · n_out) per second; ns/MAC = 1 / throughput.
 //!
 //! Run: `CARGO_TARGET_DIR=... cargo bench --features std --bench kernels`
 //! (`DETLLM_BENCH_FILTER=q4_1` etc. goes to criterion as a filter argument).
 #![allow(clippy::needless_range_loop)] // the baseline mirrors the C loops
 use criterion::{BenchmarkId, Criterion, Throughput, black_box};
+use detllm::quant::fast::{KernelPath, rows_kernel_with};
 use detllm::quant::{ActKind, GgmlType, QActs, QMatrix};
 use detllm::{Arena, F32, Serial, kernels::matmul};
 use std::time::Duration;
 
-const SHAPES: [(usize, usize); 5] = [
+const SMOL_SHAPES: [(usize, usize); 5] = [
     (576, 576),
     (576, 192),
     (576, 1536),
     (1536, 576),
     (576, 49152),
 ];
+
+/// Qwen2.5-0.5B: q/o, k/v, FFN up/gate, FFN down.
+const QWEN_SHAPES: [(usize, usize); 4] = [(896, 896), (896, 128), (896, 4864), (4864, 896)];
 
 struct Rng(u64);
 impl Rng {
@@ -101,7 +108,16 @@ impl Llama {
             for (m, x) in xq.iter().enumerate() {
                 let mut sumf = 0f32;
                 for (b, y) in row.chunks(ty.type_size()).zip(x) {
-                    if ty == GgmlType::Q4_1 {
+                    if ty == GgmlType::Q5_0 {
+                        let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
+                        let mut sumi = 0i32;
+                        for j in 0..16 {
+                            let lo = (b[6 + j] & 15) as i32 | (((qh >> j) & 1) << 4) as i32;
+                            let hi = (b[6 + j] >> 4) as i32 | (((qh >> (j + 16)) & 1) << 4) as i32;
+                            sumi += (lo - 16) * y.2[j] as i32 + (hi - 16) * y.2[j + 16] as i32;
+                        }
+                        sumf += sumi as f32 * (self.h(b) * y.0);
+                    } else if ty == GgmlType::Q4_1 {
                         let qs = &b[4..20];
                         let mut sumi = 0i32;
                         for j in 0..16 {
@@ -123,19 +139,24 @@ impl Llama {
     }
 }
 
+/// A weight format, its group name and its shapes `(n_in, n_out)`.
+type Format = (GgmlType, &'static str, &'static [(usize, usize)]);
+
 fn bench(c: &mut Criterion) {
     let llama = Llama::new();
     let mut rng = Rng(1);
     let mut arena_buf = vec![0u8; 1 << 20];
-    for ty in [GgmlType::Q4_1, GgmlType::Q8_0] {
-        let mut g = c.benchmark_group(format!(
-            "matmul_{}",
-            if ty == GgmlType::Q4_1 { "q4_1" } else { "q8_0" }
-        ));
+    let formats: [Format; 3] = [
+        (GgmlType::Q4_1, "q4_1", &SMOL_SHAPES),
+        (GgmlType::Q8_0, "q8_0", &SMOL_SHAPES),
+        (GgmlType::Q5_0, "q5_0", &QWEN_SHAPES),
+    ];
+    for (ty, name, shapes) in formats {
+        let mut g = c.benchmark_group(format!("matmul_{name}"));
         g.warm_up_time(Duration::from_millis(300))
             .measurement_time(Duration::from_millis(1200))
             .sample_size(10);
-        for &(n_in, n_out) in &SHAPES {
+        for &(n_in, n_out) in shapes {
             let w = weights(ty, n_in, n_out, &mut rng);
             let qm = QMatrix::new(ty, n_in, n_out, &w).unwrap();
             for m in [1usize, 8] {
@@ -152,6 +173,12 @@ fn bench(c: &mut Criterion) {
                     b.iter(|| {
                         matmul::matmul(&Serial, &qm, black_box(&acts), &mut out, &mut scratch)
                             .unwrap()
+                    })
+                });
+                let mut rout = vec![F32::ZERO; m * n_out];
+                g.bench_function(BenchmarkId::new("detllm_reference", &id), |b| {
+                    b.iter(|| {
+                        rows_kernel_with(&qm, 0, black_box(&acts), &mut rout, KernelPath::Reference)
                     })
                 });
                 let xq: Vec<_> = x.chunks(n_in).map(|r| llama.quantize(r)).collect();
