@@ -4,7 +4,9 @@
 #   miri  undefined behaviour, data races, out-of-bounds: tests/pool.rs and a
 #         subset of the library's unit tests (the rest takes hours in Miri)
 #   tsan  ThreadSanitizer over tests/pool.rs and the threaded engine test
-#   all   the three in turn (default)
+#   inventory  every src file has `#![forbid(unsafe_code)]` or a row in
+#         docs/UNSAFE.md's inventory with its count of `unsafe` (no build)
+#   all   all of them in turn (default)
 # Installs what it needs (nightly with miri and rust-src) and fails on any
 # finding. Each tool builds into its own target directory, so the normal
 # build's cache is left alone.
@@ -12,7 +14,7 @@
 # 3-6x that with the machine shared): loom build 2m10 + run 1 min; Miri
 # sysroot 0m30, build 1m05, run 20 s; TSan build (with -Zbuild-std) 4m20,
 # run about a minute. Warm, each tool rebuilds only detllm.
-#   bash scripts/unsafe-check.sh [loom|miri|tsan|all]
+#   bash scripts/unsafe-check.sh [inventory|loom|miri|tsan|all]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what="${1:-all}"
@@ -23,6 +25,50 @@ stamp() { echo "== unsafe-check $1 ($(($(date +%s) - start)) s)"; }
 ensure_nightly() {
     rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
     rustup component add --toolchain nightly miri rust-src >/dev/null 2>&1
+}
+
+# The inventory (docs/UNSAFE.md): no build, a second or two. Every file under
+# src/ has `#![forbid(unsafe_code)]` or a row in the inventory table whose
+# `unsafe` count matches the file's code (comments stripped).
+run_inventory() {
+    stamp inventory
+    local doc=docs/UNSAFE.md rows fails=0 f n listed
+    rows=$(sed -n '/<!-- inventory begin -->/,/<!-- inventory end -->/p' "$doc" |
+        sed -n 's/^| `\(src\/[^`]*\)` | \([0-9][0-9]*\) |.*/\1 \2/p')
+    if [ -z "$rows" ]; then
+        echo "inventory: no rows between the inventory markers in $doc" >&2
+        return 1
+    fi
+    while read -r f listed; do
+        if [ ! -f "$f" ]; then
+            echo "inventory: $doc lists $f, which does not exist: drop or rename its row" >&2
+            fails=$((fails + 1))
+        fi
+    done <<<"$rows"
+    while read -r f; do
+        n=$(sed 's://.*$::' "$f" | { grep -ow unsafe || true; } | wc -l)
+        listed=$(awk -v f="$f" '$1 == f { print $2 }' <<<"$rows")
+        if [ -n "$listed" ]; then
+            if [ "$n" -ne "$listed" ]; then
+                echo "inventory: $f has $n \`unsafe\` in its code, $doc lists $listed:" \
+                    "update its row (and the table of its items)" >&2
+                fails=$((fails + 1))
+            fi
+        elif [ "$n" -ne 0 ]; then
+            echo "inventory: $f has $n \`unsafe\` but no row in $doc's inventory:" \
+                "add one (file, count, why) and its items' invariants and checks" >&2
+            fails=$((fails + 1))
+        elif ! grep -qx '#!\[forbid(unsafe_code)\]' "$f"; then
+            echo "inventory: $f lacks \`#![forbid(unsafe_code)]\` after its module header" \
+                "and has no row in $doc's inventory: add the line (or a row saying why not)" >&2
+            fails=$((fails + 1))
+        fi
+    done < <(find src -name '*.rs' | LC_ALL=C sort)
+    if [ "$fails" -ne 0 ]; then
+        echo "inventory: $fails problem(s)" >&2
+        return 1
+    fi
+    echo "inventory: $(find src -name '*.rs' | wc -l) files, $(wc -l <<<"$rows") listed, all consistent"
 }
 
 run_loom() {
@@ -60,7 +106,8 @@ case "$what" in
     loom) run_loom ;;
     miri) run_miri ;;
     tsan) run_tsan ;;
-    all) run_loom; run_miri; run_tsan ;;
-    *) echo "usage: $0 [loom|miri|tsan|all]" >&2; exit 2 ;;
+    inventory) run_inventory ;;
+    all) run_inventory; run_loom; run_miri; run_tsan ;;
+    *) echo "usage: $0 [inventory|loom|miri|tsan|all]" >&2; exit 2 ;;
 esac
 stamp done

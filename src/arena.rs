@@ -3,6 +3,8 @@
 //! The caller owns all memory. Carving is all-or-nothing: a carve that does
 //! not fit returns [`Error::ArenaExhausted`] and leaves the arena as it was.
 
+#![forbid(unsafe_code)]
+
 use crate::{Error, Result};
 use bytemuck::Pod;
 

@@ -10,6 +10,8 @@
 //! generation anywhere must reproduce every `d_i`; the first step whose
 //! digest differs is where two runs diverged.
 
+#![forbid(unsafe_code)]
+
 use crate::sample::SamplingParams;
 use crate::{F32, PROFILE};
 use sha2::{Digest, Sha256};

@@ -5,6 +5,8 @@
 //! can cause names what was wrong and where (which entry, which limit, which
 //! tensor or key); names read from a file travel inline as a [`Name`].
 
+#![forbid(unsafe_code)]
+
 use core::fmt;
 
 /// A short name read from a file or given by the caller (a tensor, a

@@ -10,6 +10,8 @@
 //! ran it and whatever the thread count (tested below on [`Serial`], on a
 //! backwards-running implementation and, with `std`, on the `ThreadPool`).
 
+#![forbid(unsafe_code)]
+
 use core::sync::atomic::{AtomicBool, Ordering};
 
 /// A fallible chunk closure for [`Parallel::try_for_each_chunk`]:

@@ -21,6 +21,8 @@
 //! Softmax here is `e_i = exp(l_i - max)`, sum left to right from +0,
 //! `p_i = e_i * (1 / sum)` — the same formula the attention softmax uses.
 
+#![forbid(unsafe_code)]
+
 use crate::{Arena, Error, F32, Result};
 
 /// SplitMix64 (Steele, Lea, Flood 2014): the PRNG of the profile.

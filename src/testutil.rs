@@ -1,5 +1,7 @@
 //! Helpers shared by the unit tests.
 
+#![forbid(unsafe_code)]
+
 /// A 64-bit linear congruential generator (Knuth's MMIX constants) from
 /// `seed`, yielding the high 32 bits of each state: reproducible test data
 /// without a dependency.

@@ -13,6 +13,8 @@
 //! Everything else (zeros, subnormal operands or results, ∞, NaN) goes to
 //! [`add_general`]: the exact sum as a `u128` and one [`round_pack`].
 
+#![forbid(unsafe_code)]
+
 use super::pack::{ABS_MASK, IMPLICIT, decode, is_nan_bits, is_normal_mag, round_pack};
 use super::{EXP_MASK, F32, SIG_MASK, SIGN_MASK};
 use core::ops::{Add, Sub};

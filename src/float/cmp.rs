@@ -3,6 +3,8 @@
 //! `==` on [`F32`] (the derived `PartialEq`) compares **bits**: the crate's
 //! tests are about bit identity. IEEE comparisons are the methods here.
 
+#![forbid(unsafe_code)]
+
 use super::F32;
 use core::cmp::Ordering;
 

@@ -1,5 +1,7 @@
 //! Conversions: binary16, bfloat16 and integers.
 
+#![forbid(unsafe_code)]
+
 use super::{EXP_MASK, F32, SIGN_MASK, round_pack};
 
 /// The canonical binary16 NaN every conversion to f16 returns for a NaN.

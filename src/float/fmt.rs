@@ -16,6 +16,8 @@
 //! `NaN`, `inf`, `-inf`, `0`, `-0`. Width and alignment flags are honoured
 //! (`Formatter::pad`); a precision flag is ignored.
 
+#![forbid(unsafe_code)]
+
 use super::F32;
 use core::fmt;
 

@@ -5,6 +5,8 @@
 //! are honoured, and every NaN result is the canonical quiet NaN
 //! `0x7FC0_0000`.
 
+#![forbid(unsafe_code)]
+
 mod add;
 mod cmp;
 mod convert;

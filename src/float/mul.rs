@@ -9,6 +9,8 @@
 //! Everything else goes to [`mul_general`]: exact product, one
 //! [`round_pack`] (subnormal and overflowing results, zeros, ∞, NaN).
 
+#![forbid(unsafe_code)]
+
 use super::pack::{ABS_MASK, IMPLICIT, decode, is_nan_bits, is_normal_mag, round_pack};
 use super::{EXP_MASK, F32, SIG_MASK, SIGN_MASK};
 use core::ops::Mul;

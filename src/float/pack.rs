@@ -1,6 +1,8 @@
 //! Decoding of operands and the final rounding shared by every operation
 //! that produces a binary32.
 
+#![forbid(unsafe_code)]
+
 use super::{EXP_MASK, F32, SIG_MASK};
 
 /// Implicit leading significand bit of a normal number (2^23).

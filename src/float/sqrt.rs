@@ -15,6 +15,8 @@
 //! `M` the function can receive (2^25 values); the oracle suite checks all
 //! 2^32 inputs.
 
+#![forbid(unsafe_code)]
+
 use super::pack::{ABS_MASK, IMPLICIT, decode_norm, is_nan_bits};
 use super::{EXP_MASK, F32, SIG_MASK, SIGN_MASK};
 

@@ -3,6 +3,8 @@
 //! Every read checks the bytes left and fails with
 //! [`GgufError::Truncated`]; nothing indexes the slice directly.
 
+#![forbid(unsafe_code)]
+
 use super::error::GgufError;
 
 /// Position in a byte slice; reads advance it only when they succeed.

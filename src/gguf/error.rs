@@ -5,6 +5,8 @@
 //! the type is `Copy` and usable without an allocator. `Display` prints one
 //! line naming the problem and its place.
 
+#![forbid(unsafe_code)]
+
 use core::fmt;
 
 use super::value::ValueType;

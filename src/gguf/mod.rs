@@ -41,6 +41,8 @@
 //! keys, 272 tensors) parses in 278 µs, 1.1× one byte-sum pass over its
 //! 1.8 MB header (`benches/gguf_parse.rs`).
 
+#![forbid(unsafe_code)]
+
 mod cursor;
 mod error;
 mod tensor;

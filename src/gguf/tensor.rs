@@ -5,6 +5,8 @@
 //! u64 offset`. Its size depends only on the name length and `n_dims`, so
 //! records can be skipped in O(1) (the duplicate-name scan relies on it).
 
+#![forbid(unsafe_code)]
+
 use super::cursor::{Cursor, u64_of};
 use super::error::GgufError;
 use super::value::read_str;

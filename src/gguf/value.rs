@@ -5,6 +5,8 @@
 //! ([`Array::get_i32`], [`Array::get_f32`]); strings are walked in order
 //! ([`Array::str_iter`]).
 
+#![forbid(unsafe_code)]
+
 use core::fmt;
 
 use super::cursor::{Cursor, le_u32_at, u64_of};

@@ -13,6 +13,8 @@
 //! lengths, alignment, duplicate tensor names); it does not check duplicate
 //! keys — [`super::File::parse`] does.
 
+#![forbid(unsafe_code)]
+
 use super::cursor::u64_of;
 use super::error::GgufError;
 use super::limits;

@@ -10,6 +10,8 @@
 //! inputs. With M > 1 the cells are produced weight-row-major into `scratch`
 //! `(n_out, M)` and transposed into `out` `(M, n_out)` at the end.
 
+#![forbid(unsafe_code)]
+
 use crate::quant::{ActKind, QActs, QMatrix, fast};
 use crate::{Error, F32, Parallel, Result};
 

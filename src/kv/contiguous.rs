@@ -6,6 +6,8 @@
 //! It is the simplest layout and the reference the paged cache is tested
 //! against.
 
+#![forbid(unsafe_code)]
+
 use super::rows::{RowStore, RowsRef};
 use super::slots::SlotTable;
 use super::{KvConfig, KvRead, KvSlice, KvStore, ReserveReq, SeqId};

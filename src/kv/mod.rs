@@ -37,6 +37,8 @@
 //! after 2^32 reuses of one slot. A handle from another cache with a valid
 //! index and generation is not detected.
 
+#![forbid(unsafe_code)]
+
 mod contiguous;
 mod paged;
 mod rows;

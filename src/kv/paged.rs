@@ -27,6 +27,8 @@
 //! Free pages form a stack; the initial order hands out page 0 first, so the
 //! page assignment is a pure function of the operation sequence.
 
+#![forbid(unsafe_code)]
+
 use super::rows::{RowStore, RowsRef};
 use super::slots::SlotTable;
 use super::{KvConfig, KvRead, KvSlice, KvStore, ReserveReq, SeqId};

@@ -4,6 +4,8 @@
 //! (binary16: round to nearest, ties to even), copy and zero row ranges. The
 //! caches decide which row index holds what.
 
+#![forbid(unsafe_code)]
+
 use super::{KvSlice, KvType};
 use crate::{Arena, Error, F32, Result};
 

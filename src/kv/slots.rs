@@ -4,6 +4,8 @@
 //! the lowest free slot (deterministic); freeing bumps the slot's generation
 //! (wrapping), so handles of freed sequences are stale.
 
+#![forbid(unsafe_code)]
+
 use super::SeqId;
 use crate::{Arena, Error, Result};
 use bytemuck::{Pod, Zeroable};

@@ -14,6 +14,8 @@
 //! Verified: correctly rounded, checked on all 2^32 inputs against CORE-MATH 1.4
 //! `expf` on 2026-12-02: 0 mismatches (command in `docs/sections/math.md`).
 
+#![forbid(unsafe_code)]
+
 use super::decode;
 use super::exp2::pow2_parts;
 use super::tables::{EXP2_TABLE_256, LN2_Q128, LOG2E_Q63, LOG2E_Q103};

@@ -17,6 +17,8 @@
 //! Verified: correctly rounded, checked on all 2^32 inputs against CORE-MATH 1.4
 //! `exp2f` on 2026-12-02: 0 mismatches (command in `docs/sections/math.md`).
 
+#![forbid(unsafe_code)]
+
 use super::tables::{EXP2_TABLE, LN2_Q128};
 use super::{INV_FACT_Q64, INV_FACT_Q128, decode, mul64, mul128, round_checked, round_pack};
 use crate::F32;

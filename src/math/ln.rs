@@ -20,6 +20,8 @@
 //! Verified: correctly rounded, checked on all 2^32 inputs against CORE-MATH 1.4
 //! `logf` on 2026-12-02: 0 mismatches (command in `docs/sections/math.md`).
 
+#![forbid(unsafe_code)]
+
 use super::tables::{LN_FIRST, LN_TABLE, LN2_Q120};
 use super::{decode, mul128, round_checked, round_pack};
 use crate::F32;

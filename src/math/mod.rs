@@ -30,6 +30,8 @@
 //! `gen_tables.py` (mpmath). Results of the exhaustive check against
 //! CORE-MATH are recorded in `docs/sections/math.md`.
 
+#![forbid(unsafe_code)]
+
 /// `(k, f)` with `k + f = ±(int + frac)` (`neg` picks the sign), `k` an
 /// integer and the fraction `f` in `[0, 1)`: the floor split of a signed
 /// fixed-point value whose magnitude is `int` plus the unsigned fraction

@@ -26,6 +26,8 @@
 //! (see `docs/sections/math.md`). When the test fails the approximation's
 //! nearest value is returned (error below 0.5 ulp + 2^-80 relative).
 
+#![forbid(unsafe_code)]
+
 use super::exp2::{pow2_fast, pow2_parts};
 use super::ln::{ln_fast_q120, ln_q120};
 use super::mul128;

@@ -1,5 +1,7 @@
 //! SiLU (swish) activation.
 
+#![forbid(unsafe_code)]
+
 use crate::F32;
 
 /// SiLU: `x / (1 + exp(-x))`, evaluated as three soft operations in exactly

@@ -2,6 +2,8 @@
 //! (mpmath at 400 bits, round to nearest at the stated scale). Do not edit by
 //! hand: regenerate with `python3 src/math/gen_tables.py > src/math/tables.rs`.
 
+#![forbid(unsafe_code)]
+
 /// ln 2 as Q0.128 (value · 2^128).
 pub(crate) const LN2_Q128: u128 = 0xB17217F7D1CF79ABC9E3B39803F2F6AF;
 /// ln 2 as Q.120 (value · 2^120), for the logarithm's exponent term.

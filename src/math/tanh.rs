@@ -39,6 +39,8 @@
 //! same file checks the sample, a dense sweep of `[2^-13, 17]` and golden
 //! values.
 
+#![forbid(unsafe_code)]
+
 use super::tables::{EXP2_TABLE, LN2_Q128, LOG2E_Q103};
 use super::{INV_FACT_Q128, decode, mul128, round_checked, round_pack};
 use crate::F32;

@@ -1,5 +1,7 @@
 //! Model hyper-parameters.
 
+#![forbid(unsafe_code)]
+
 use crate::{Error, F32, Result};
 
 /// Architecture family.

@@ -18,6 +18,8 @@
 //! nothing a caller can observe (rows written past a sequence's length are
 //! never read before they are written again, and lengths are committed last).
 
+#![forbid(unsafe_code)]
+
 use super::config::Config;
 use super::run_state::{Carve, Layout, RunState};
 use super::weights::Model;

@@ -26,6 +26,8 @@
 //! Verified: unit tests below against an f64 reference computed
 //! independently in the test, and for order independence.
 
+#![forbid(unsafe_code)]
+
 use crate::float::round_pack;
 use crate::{Error, F32, Result};
 

@@ -2,6 +2,8 @@
 //! folding every step into an audit [`DigestChain`]. No allocation: the
 //! caller lends the token history buffer.
 
+#![forbid(unsafe_code)]
+
 use super::engine::{Engine, Entry, KvBuild};
 use crate::audit::DigestChain;
 use crate::kv::SeqId;

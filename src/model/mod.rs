@@ -5,6 +5,8 @@
 //! `run_state` (the buffers and their one layout), `phases` (the step's
 //! phases, top to bottom), `generate` (prefill + sampling loop).
 
+#![forbid(unsafe_code)]
+
 mod config;
 mod engine;
 pub mod eval;

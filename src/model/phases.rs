@@ -17,6 +17,8 @@
 //! thread count. Fallible parallel work goes through
 //! [`Parallel::try_for_each_chunk`]: the error is the lowest failing chunk's.
 
+#![forbid(unsafe_code)]
+
 use super::engine::Entry;
 use super::run_state::{RunState, attn_unit_len};
 use super::weights::{LayerWeights, Model};

@@ -12,6 +12,8 @@
 //! all entries, at most `max_step_tokens`) and `n_logit_rows` (rows whose
 //! logits are returned, at most `max_logit_rows`).
 
+#![forbid(unsafe_code)]
+
 use super::config::Config;
 use super::engine::Limits;
 use super::weights::{Model, TensorRef};

@@ -7,6 +7,8 @@
 //! floats, so no quantizer is involved. The byte stream is a pure function of
 //! the [`SynthSpec`], identical on every target.
 
+#![forbid(unsafe_code)]
+
 use super::config::Arch;
 use crate::gguf::{TensorSpec, Writer};
 use crate::quant::GgmlType;

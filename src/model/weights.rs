@@ -4,6 +4,8 @@
 //! host, flash on a microcontroller); only the small norm and bias vectors
 //! are decoded into the arena (little-endian `f32` → [`F32`]).
 
+#![forbid(unsafe_code)]
+
 use super::config::{Arch, Config};
 use crate::error::Name as ErrName;
 use crate::gguf::{File, TensorInfo};

@@ -8,6 +8,8 @@
 //! spin budget is spent after one look, so the model explores both the
 //! "seen while spinning" and the "seen after falling asleep" paths.
 
+#![forbid(unsafe_code)]
+
 #[cfg(loom)]
 pub(super) use loom::{
     sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering},

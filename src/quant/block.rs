@@ -6,6 +6,8 @@
 //! little-endian by the accessor methods, so a big-endian host reads the same
 //! values. Field names follow `ggml-common.h`.
 
+#![forbid(unsafe_code)]
+
 use crate::{Error, Result};
 use bytemuck::{Pod, Zeroable};
 use core::mem::size_of;

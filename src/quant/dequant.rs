@@ -15,6 +15,8 @@
 //! association and no FMA contraction. (Many of the products are exact in
 //! binary32 anyway; the order is written down so it never matters.)
 
+#![forbid(unsafe_code)]
+
 use super::GgmlType;
 use super::block::{
     BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0, BlockQ5_1, BlockQ6_K, BlockQ8_0, QK, QK_K, blocks,

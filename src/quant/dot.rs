@@ -20,6 +20,8 @@
 //! F32/BF16 weights: fixed-order soft f32, `acc = +0; acc = acc + w_i·x_i`
 //! left to right, two roundings per element ([`dot_f32_soft`]).
 
+#![forbid(unsafe_code)]
+
 use super::GgmlType;
 use super::act::{ActRow, FLAG_D_NONFINITE, FLAG_S_NONFINITE};
 use super::block::{

@@ -11,6 +11,8 @@
 //! accumulates its terms as integers in units of 2^-48 in an `i128` and rounds
 //! once with [`F32::from_i128_scaled`]. See `docs/ARITHMETIC.md` for the bound.
 
+#![forbid(unsafe_code)]
+
 use crate::F32;
 
 /// Binary exponent of the accumulator's unit: sums are in units of 2^-48.

@@ -1,5 +1,7 @@
 //! [`QMatrix`]: a weight `(n_out, n_in)` borrowed zero-copy from model bytes.
 
+#![forbid(unsafe_code)]
+
 use super::GgmlType;
 use super::dequant::dequantize_row;
 use crate::{Error, F32, Result};

@@ -9,6 +9,8 @@
 //! cold prefill computes (chunking and batch invariance), so the result is
 //! the same bits. Each entry takes one of the engine's sequence slots.
 
+#![forbid(unsafe_code)]
+
 use crate::kv::{PagedCache, SeqId};
 use crate::model::Engine;
 use crate::{Arena, Result};

@@ -6,6 +6,8 @@
 //! events. A completion's events are `Token` × `n_tokens`, then one
 //! `Finished`.
 
+#![forbid(unsafe_code)]
+
 use super::logprob::TopLogprob;
 use crate::F32;
 use core::fmt;

@@ -20,6 +20,8 @@
 //! the correctly rounded [`F32::exp`] and [`F32::ln`]. The top tokens are the
 //! largest `z_i`, ties to the lowest id.
 
+#![forbid(unsafe_code)]
+
 use crate::sample::SamplingParams;
 use crate::{Error, F32, Result};
 use core::cmp::Ordering;

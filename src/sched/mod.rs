@@ -127,6 +127,8 @@
 //! [`Error::QueueFull`]: crate::Error::QueueFull
 //! [`Arena`]: crate::Arena
 
+#![forbid(unsafe_code)]
+
 mod cache;
 mod event;
 mod logprob;

@@ -1,6 +1,8 @@
 //! [`Scheduler`]: the queue, admission, the step plan, preemption, and the
 //! per-completion sampling that reproduces the solo run.
 
+#![forbid(unsafe_code)]
+
 use super::cache::{Hit, PrefixCache};
 use super::event::{Event, FinishEvent, FinishReason, RequestId, Sink, TokenEvent};
 use super::logprob::{MAX_TOP_LOGPROBS, TopLogprob, logprobs};

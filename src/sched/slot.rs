@@ -13,6 +13,8 @@
 //!
 //! The unit tests check both against the library's own types.
 
+#![forbid(unsafe_code)]
+
 use crate::F32;
 use crate::audit::DigestChain;
 use crate::kv::SeqId;

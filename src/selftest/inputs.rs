@@ -2,6 +2,8 @@
 //! and the sweeps every case hashes (see [`crate::selftest`] for the
 //! contract). Depends on nothing else in `selftest`.
 
+#![forbid(unsafe_code)]
+
 use crate::F32;
 use crate::sample::SplitMix64;
 

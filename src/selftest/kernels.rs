@@ -19,6 +19,8 @@
 //! RoPE (NORM and NEOX, partial rotary dims, several positions) and SwiGLU
 //! outputs in that order.
 
+#![forbid(unsafe_code)]
+
 use super::inputs::{Digest, SEED, draw};
 use crate::kernels::{
     RopeStyle, matmul, matmul_scratch_len, rmsnorm, rope, rope_theta_scale, softmax, swiglu,

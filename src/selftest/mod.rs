@@ -46,6 +46,8 @@
 //! `inputs` (seed, specials, sweeps) ← `scalar`, [`kernels`], [`model`]
 //! (the cases) ← this module (the registry [`CASES`]); nothing points back.
 
+#![forbid(unsafe_code)]
+
 mod inputs;
 pub mod kernels;
 pub mod model;

@@ -2,6 +2,8 @@
 //! run under several schedules, and a seeded sampled generation. No
 //! allocation: everything lives in the caller's scratch memory.
 
+#![forbid(unsafe_code)]
+
 use crate::audit::hash_logits;
 use crate::gguf::File;
 use crate::kv::{ContiguousCache, KvType, PagedCache, SeqId};

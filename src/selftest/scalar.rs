@@ -2,6 +2,8 @@
 //! and `math` (elementary functions): one sweep each, hashed as described
 //! in [`crate::selftest`].
 
+#![forbid(unsafe_code)]
+
 use super::inputs::{BinarySweep, Digest, I32Sweep, UnarySweep};
 use crate::{F32, Result};
 use core::cmp::Ordering;

@@ -22,6 +22,8 @@
 //! Merges are checked at load to have token parts and a token result, so a
 //! non-token symbol never takes part in a merge, exactly as in llama.cpp.
 
+#![forbid(unsafe_code)]
+
 use super::{Bigram, NONE, Sink, Symbol, Tokenizer, queue};
 use crate::{Error, Result};
 

@@ -16,6 +16,8 @@
 //! non-Jinja ChatML fallback differs only in never adding the default
 //! system prompt. Encode the result with `parse_special = true`.
 
+#![forbid(unsafe_code)]
+
 use crate::{Error, Result};
 
 /// One chat message.

@@ -20,6 +20,8 @@
 //! subpart (the Unicode / WHATWG rule, the same as `String::from_utf8_lossy`),
 //! so the output is always valid UTF-8.
 
+#![forbid(unsafe_code)]
+
 use super::{Tokenizer, attr, bpe, spm};
 use crate::{Error, Result};
 

@@ -4,6 +4,8 @@
 //! bytes (zero-copy); `token_type` and `scores` are read element by element
 //! (O(1) each).
 
+#![forbid(unsafe_code)]
+
 use super::vocab::{VocabSource, keys};
 use super::{Tokenizer, TokenizerError};
 use crate::gguf::{Array, File};

@@ -53,6 +53,8 @@
 //! * Pre-tokenizers other than the two families above are
 //!   [`TokenizerError::UnsupportedPre`].
 
+#![forbid(unsafe_code)]
+
 use crate::error::Name;
 use crate::{Arena, Error, Result};
 use core::fmt;

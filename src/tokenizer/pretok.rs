@@ -22,6 +22,8 @@
 //! Codepoint classes are llama.cpp's ([`super::unicode`]). Words are yielded
 //! as sub-slices of the input: no copying, no buffers.
 
+#![forbid(unsafe_code)]
+
 use super::unicode::{Class, class};
 use crate::Result;
 

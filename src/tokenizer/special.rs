@@ -13,6 +13,8 @@
 //! workspace and nothing is allocated. An occurrence is accepted iff all its
 //! bytes are `FREE`, which is exactly "inside one remaining fragment".
 
+#![forbid(unsafe_code)]
+
 use super::{Tokenizer, attr};
 use crate::Result;
 

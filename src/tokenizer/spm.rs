@@ -22,6 +22,8 @@
 //! Scores are compared as order-preserving integer keys of their f32 bits
 //! (NaN rejected at load, `-0 == +0`), which is IEEE `<` on the remaining values.
 
+#![forbid(unsafe_code)]
+
 use super::{Bigram, NONE, Sink, Symbol, Tokenizer, TokenizerError, queue};
 use crate::{Error, Result};
 

@@ -13,6 +13,8 @@
 //! position past the end of a piece has no flags at all. [`Class`] mirrors
 //! that: there is no "undefined" class here.
 
+#![forbid(unsafe_code)]
+
 use super::unicode_table::CLASS_RUNS;
 
 /// The class of one codepoint. Whitespace codepoints are never letters or

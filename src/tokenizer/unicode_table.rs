@@ -2,6 +2,8 @@
 //! Codepoint class runs: `(first_codepoint << 2) | class`, class 0 = other,
 //! 1 = letter (\p{L}), 2 = number (\p{N}). See `scripts/gen_unicode_tables.py`.
 
+#![forbid(unsafe_code)]
+
 /// 1546 runs (6184 bytes), sorted by first codepoint.
 pub(super) static CLASS_RUNS: [u32; 1546] = [
     0x0000000, 0x00000C2, 0x00000E8, 0x0000105, 0x000016C, 0x0000185, 0x00001EC, 0x00002A9,

@@ -10,6 +10,8 @@
 //! Merges `"A B"` are resolved to `(id(A), id(B)) → (id(AB), rank)` once and
 //! sorted by the id pair, so the BPE loop never compares strings.
 
+#![forbid(unsafe_code)]
+
 use super::{MAX_EOG, Model, NONE, Tokenizer, TokenizerError, attr, bpe, decode, pretok, spm};
 use crate::error::Name;
 use crate::{Arena, Error, Result};

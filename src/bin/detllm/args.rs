@@ -1,5 +1,7 @@
 //! Argument groups shared by several commands.
 
+#![forbid(unsafe_code)]
+
 use clap::Args;
 use detllm::F32;
 use detllm::sample::SamplingParams;

@@ -14,6 +14,8 @@
 //! `params.seed` over its own history. `tests/cli.rs` checks it through
 //! `generate --json`.
 
+#![forbid(unsafe_code)]
+
 use crate::error::{CliError, CliResult};
 use crate::session::Session;
 use detllm::F32;

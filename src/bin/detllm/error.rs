@@ -7,6 +7,8 @@
 //! message longer than a line is [`CliError::ModelNotFound`], whose second
 //! and third lines say how to fetch the default model.
 
+#![forbid(unsafe_code)]
+
 use crate::transcript::TranscriptError;
 use detllm::gguf::GgufError;
 use std::fmt;

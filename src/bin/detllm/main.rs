@@ -15,6 +15,9 @@
 //! * `utf8_stream`, `output` — printing;
 //! * `error` — [`error::CliError`], printed as `detllm: …` (exit code 2).
 
+// `unsafe` only where docs/UNSAFE.md lists it (`model_file::map_file`).
+#![deny(unsafe_code)]
+
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 

@@ -1,5 +1,7 @@
 //! Small formatting helpers shared by the commands' printed output.
 
+#![forbid(unsafe_code)]
+
 /// Lowercase hex of `bytes` (digests, hashes).
 pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()

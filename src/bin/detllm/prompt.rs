@@ -1,5 +1,7 @@
 //! Chat prompts: messages rendered with the model's ChatML template.
 
+#![forbid(unsafe_code)]
+
 use crate::error::{CliError, CliResult};
 use detllm::tokenizer::chat::{self, Message};
 

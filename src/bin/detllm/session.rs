@@ -9,6 +9,8 @@
 //! up front; [`Session::load`] computes the arena size from it, so the arena
 //! is allocated once and nothing grows afterwards.
 
+#![forbid(unsafe_code)]
+
 use crate::error::{CliError, CliResult};
 use crate::model_file::ModelFile;
 use crate::vocab;

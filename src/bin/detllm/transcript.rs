@@ -2,6 +2,8 @@
 //! generated sequence (`generate --transcript FILE`), [`parse`] reads one
 //! back for `verify`, and [`TranscriptError`] says which field is wrong.
 
+#![forbid(unsafe_code)]
+
 use crate::batch::PromptRun;
 use crate::error::{CliError, CliResult};
 use crate::model_file::ModelFile;

@@ -1,6 +1,8 @@
 //! [`Utf8Stream`]: prints token pieces as they come without splitting a
 //! UTF-8 character that spans two tokens.
 
+#![forbid(unsafe_code)]
+
 /// Streams complete UTF-8 from token pieces, holding back a partial character.
 ///
 /// Invalid bytes are printed as U+FFFD as soon as they are known to be

@@ -2,6 +2,8 @@
 //! stand-in for a model without tokenizer metadata (such as the synthetic
 //! test model), so that `verify` can re-run a transcript given as token ids.
 
+#![forbid(unsafe_code)]
+
 use crate::error::CliResult;
 use detllm::Arena;
 use detllm::gguf::File;

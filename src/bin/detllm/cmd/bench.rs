@@ -2,6 +2,8 @@
 //! decode speed of `--batch` sequences stepping together, and peak RSS.
 //! Each figure is the best of `--reps` repetitions; decoding is greedy.
 
+#![forbid(unsafe_code)]
+
 use crate::args::ModelArgs;
 use crate::error::CliResult;
 use crate::model_file::{ModelFile, existing_model};

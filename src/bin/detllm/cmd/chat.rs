@@ -2,6 +2,8 @@
 //! keeps every earlier turn, so each turn prefills only its own tokens.
 //! Replies stream to stdout; the prompt, notices and tokens/s go to stderr.
 
+#![forbid(unsafe_code)]
+
 use crate::args::{ModelArgs, SamplingArgs};
 use crate::error::CliResult;
 use crate::model_file::{ModelFile, existing_model};

@@ -3,6 +3,8 @@
 //! ([`crate::batch`]) and print one block (or JSON object) each. Each
 //! prompt's tokens/s and digest go to stderr (or into its JSON object).
 
+#![forbid(unsafe_code)]
+
 use crate::args::{ModelArgs, SamplingArgs};
 use crate::batch::{PromptRun, run_prompts_batched};
 use crate::error::{CliError, CliResult};

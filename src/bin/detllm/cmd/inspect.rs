@@ -3,6 +3,8 @@
 //! A malformed file is the command's answer, not a failure: one line
 //! `detllm: FILE: malformed GGUF: …` on stderr and exit code 1.
 
+#![forbid(unsafe_code)]
+
 use crate::error::CliResult;
 use crate::model_file::ModelFile;
 use clap::Args;

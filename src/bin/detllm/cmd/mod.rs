@@ -1,5 +1,7 @@
 //! One module per subcommand: its arguments and its `run`.
 
+#![forbid(unsafe_code)]
+
 pub mod bench;
 pub mod chat;
 pub mod generate;

@@ -22,6 +22,8 @@
 //! writes each scored position's logits row, in order, as raw
 //! little-endian f32.
 
+#![forbid(unsafe_code)]
+
 use crate::args::ModelArgs;
 use crate::error::{CliError, CliResult};
 use crate::model_file::{ModelFile, existing_model};

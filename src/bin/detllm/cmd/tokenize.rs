@@ -2,6 +2,8 @@
 //! line on stdin with `--jsonl`. Only the tokenizer is built, from the
 //! mapped file (no weights are read).
 
+#![forbid(unsafe_code)]
+
 use crate::args::ModelArgs;
 use crate::error::{CliError, CliResult};
 use crate::model_file::{ModelFile, existing_model};

@@ -3,6 +3,8 @@
 //! divergent step (or the model's SHA-256 mismatch) on stdout; a malformed
 //! transcript is an error (exit 2).
 
+#![forbid(unsafe_code)]
+
 use crate::batch::{PromptRun, run_prompts_batched};
 use crate::error::{CliError, CliResult};
 use crate::model_file::{DEFAULT_MODEL, ModelFile, existing_model, model_cache_dir};

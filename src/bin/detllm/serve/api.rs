@@ -7,6 +7,8 @@
 //! rounded once to binary32 (`str::parse::<f32>`, as the CLI's flags are),
 //! so `"temperature": 0.8` samples exactly as `--temperature 0.8`.
 
+#![forbid(unsafe_code)]
+
 use super::error::ApiError;
 use detllm::F32;
 use detllm::sample::SamplingParams;

@@ -8,6 +8,8 @@
 //! the next step, so its digest covers exactly the rows its tokens were
 //! sampled from — the same as a solo run with the same stop strings.
 
+#![forbid(unsafe_code)]
+
 use super::api::{GenRequest, PromptInput};
 use super::error::ApiError;
 use super::metrics::Metrics;

@@ -2,6 +2,8 @@
 //! with the HTTP status that says who must act (400 the request, 401 the
 //! key, 404 the route or model, 413 the body, 429 the load, 503 loading).
 
+#![forbid(unsafe_code)]
+
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;

@@ -6,6 +6,8 @@
 //! a client that goes away cancels its request (the receiver is dropped and
 //! a [`CancelGuard`] tells the engine).
 
+#![forbid(unsafe_code)]
+
 use super::api::{GenRequest, Provenance, RequestBody, TokenLogprob, TopLogprob, Usage};
 use super::error::{ApiError, from_json};
 use super::metrics::{Metrics, Outcome};

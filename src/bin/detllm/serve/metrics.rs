@@ -4,6 +4,8 @@
 //! (tokens, queue, sequences, KV pages, prefix-cache hits, preemptions, step
 //! times); all are relaxed atomics, read once per scrape.
 
+#![forbid(unsafe_code)]
+
 use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 

@@ -13,6 +13,8 @@
 //! prompt was chunked, the prefix cache, preemption and the thread count.
 //! `docs/SERVER.md` documents every endpoint and the guarantee's limits.
 
+#![forbid(unsafe_code)]
+
 pub mod api;
 pub mod engine;
 pub mod error;

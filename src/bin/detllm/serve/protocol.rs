@@ -5,6 +5,8 @@
 //! engine thread (the library's scheduler), so the HTTP layer cannot change
 //! an output.
 
+#![forbid(unsafe_code)]
+
 use super::api::GenRequest;
 use super::error::ApiError;
 use tokio::sync::{mpsc, oneshot};

@@ -6,6 +6,8 @@
 //! decision depends only on the token pieces, so a choice's text is the same
 //! whether it streams or not and whatever else the server runs.
 
+#![forbid(unsafe_code)]
+
 /// The text of one choice so far.
 #[derive(Debug, Default)]
 pub struct ChoiceText {

@@ -1,0 +1,229 @@
+//! The blocked matmul fast paths (`detllm::quant::fast`) read only their
+//! inputs: every format there, on every path the CPU runs (portable, AVX2,
+//! the widest SIMD build — AVX-512 VNNI where the CPU has it), with the
+//! weight matrix and the activations' arena placed flush against a
+//! `PROT_NONE` guard page (after the last byte, and before the first), so a
+//! read one byte past either end is a segmentation fault, not a silent wrong
+//! value. Each result must equal the reference (`dot_row` per cell), and
+//! each call must have run the blocked kernel on the path asked for (a path
+//! that declined to the reference would prove nothing).
+//!
+//! Under AddressSanitizer (`scripts/unsafe-check.sh asan`) the same test also
+//! runs with exact-size heap allocations, whose redzones catch a read past an
+//! allocation of any size without rounding to a page.
+//!
+//! Limit: the activations are one arena carve per kind (all rows' quants,
+//! then all rows' scales), so a read past one row's quants into the next
+//! row's, or past the last row's quants into the scales, stays inside the
+//! arena and is caught by neither tool; the equality with the reference is
+//! what covers those.
+//!
+//! A format that gains a fast path gets a row in [`FAST_FORMATS`].
+#![cfg(unix)]
+
+mod support;
+
+use detllm::quant::fast::{KernelPath, ROW_GROUP, RowsRun, rows_kernel_with};
+use detllm::quant::{ActKind, GgmlType, QActs, QMatrix};
+use detllm::simd::{Level, level};
+use detllm::{Arena, F32};
+use proptest::prelude::*;
+use support::quant::Rng;
+
+/// Every weight format with a blocked fast path in `quant::fast`, and the
+/// byte offsets of the f16 scales in one of its blocks. The scales are set
+/// to model-like values (random ones would mostly send a chunk to the
+/// wide `i128` fallback instead of the SIMD code).
+const FAST_FORMATS: &[(GgmlType, &[usize])] = &[(GgmlType::Q4_1, &[0, 2]), (GgmlType::Q8_0, &[0])];
+
+/// The paths to check: the blocked kernel in portable Rust, the AVX2 build,
+/// the widest build.
+const PATHS: [KernelPath; 3] = [KernelPath::Portable, KernelPath::Avx2, KernelPath::Auto];
+
+/// A mapping of `[guard page][data pages][guard page]` holding `n` bytes
+/// flush against the trailing guard (`at_end`) or the leading one.
+struct Guarded {
+    map: *mut u8,
+    map_len: usize,
+    off: usize,
+    n: usize,
+}
+
+impl Guarded {
+    fn new(bytes: &[u8], at_end: bool) -> Guarded {
+        // SAFETY: sysconf has no preconditions.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap();
+        let n = bytes.len();
+        let data_pages = n.div_ceil(page).max(1) * page;
+        let map_len = data_pages + 2 * page;
+        // SAFETY: a fresh private anonymous mapping; no existing memory is
+        // touched.
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(map, libc::MAP_FAILED, "mmap of {map_len} bytes");
+        let map = map.cast::<u8>();
+        // SAFETY: both ranges are whole pages inside the mapping just made.
+        unsafe {
+            assert_eq!(libc::mprotect(map.cast(), page, libc::PROT_NONE), 0);
+            let tail = map.add(page + data_pages);
+            assert_eq!(libc::mprotect(tail.cast(), page, libc::PROT_NONE), 0);
+        }
+        let off = if at_end { page + data_pages - n } else { page };
+        let mut g = Guarded {
+            map,
+            map_len,
+            off,
+            n,
+        };
+        g.slice_mut().copy_from_slice(bytes);
+        g
+    }
+
+    fn slice(&self) -> &[u8] {
+        // SAFETY: `off..off + n` lies in the read-write pages of the
+        // mapping, which lives until `drop`; `&self` borrows it.
+        unsafe { std::slice::from_raw_parts(self.map.add(self.off), self.n) }
+    }
+
+    fn slice_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as `slice`, and `&mut self` makes the borrow unique.
+        unsafe { std::slice::from_raw_parts_mut(self.map.add(self.off), self.n) }
+    }
+}
+
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`; no slice of it outlives `self`.
+        unsafe { libc::munmap(self.map.cast(), self.map_len) };
+    }
+}
+
+fn f16(x: f32) -> u16 {
+    F32::from_bits(x.to_bits()).to_f16_bits()
+}
+
+/// `n_out` rows of `ty` weights: random bytes with model-like scales.
+fn weights(rng: &mut Rng, ty: GgmlType, scales: &[usize], n_in: usize, n_out: usize) -> Vec<u8> {
+    let mut w = vec![0u8; ty.row_bytes(n_in).unwrap() * n_out];
+    rng.bytes(&mut w);
+    for b in w.chunks_mut(ty.type_size()) {
+        for (k, &at) in scales.iter().enumerate() {
+            let v = if k == 0 {
+                f16(rng.f32_in(-9, -5))
+            } else {
+                f16(-rng.f32_in(-5, -2))
+            };
+            b[at..at + 2].copy_from_slice(&v.to_le_bytes());
+        }
+    }
+    w
+}
+
+/// What `path` must report for `rows` rows, all in whole groups, on this CPU.
+fn check_ran(ty: GgmlType, path: KernelPath, rows: usize, ran: RowsRun) {
+    assert_eq!(ran.blocked_rows, rows, "{ty:?} {path:?}: blocked rows");
+    let cpu = level();
+    match path {
+        KernelPath::Portable => assert_eq!(ran.build, Level::Portable, "{ty:?} {path:?}"),
+        KernelPath::Avx2 if cpu >= Level::Avx2 => {
+            assert_eq!(ran.build, Level::Avx2, "{ty:?} {path:?}")
+        }
+        KernelPath::Auto if cpu >= Level::Avx2 => {
+            assert!(ran.build >= Level::Avx2, "{ty:?} {path:?}: ran {ran:?}")
+        }
+        _ => {}
+    }
+}
+
+/// Every fast path on `w` (rows `r0..`, whole groups) against `x` quantized
+/// in `arena_buf`, cell for cell against `want`.
+fn run_paths(w: &QMatrix, r0: usize, x: &[F32], m: usize, arena_buf: &mut [u8], want: &[u32]) {
+    let mut arena = Arena::new(arena_buf);
+    let kind = ActKind::for_weight(w.ty);
+    let mut a = QActs::new(&mut arena, kind, m, w.n_in).unwrap();
+    a.quantize(x).unwrap();
+    let rows = w.n_out - r0;
+    for path in PATHS {
+        let mut out = vec![F32::ZERO; rows * m];
+        let ran = rows_kernel_with(w, r0, &a, &mut out, path);
+        check_ran(w.ty, path, rows, ran);
+        let got: Vec<u32> = out.iter().map(|v| v.to_bits()).collect();
+        assert_eq!(got, want, "{:?} {path:?} (rows {r0}.., M {m})", w.ty);
+    }
+}
+
+/// One case: `groups` row groups after `r0` leading rows (skipped), `kb`
+/// blocks per row, `m` input rows.
+fn check(seed: u64, fi: usize, kb: usize, r0: usize, groups: usize, m: usize) {
+    let (ty, scales) = FAST_FORMATS[fi % FAST_FORMATS.len()];
+    let n_in = ty.block_size() * kb;
+    let n_out = r0 + groups * ROW_GROUP;
+    let mut rng = Rng(seed);
+    let wb = weights(&mut rng, ty, scales, n_in, n_out);
+    let x: Vec<F32> = (0..m * n_in)
+        .map(|_| F32::from_bits(rng.f32_in(-5, -3).to_bits()))
+        .collect();
+    let arena_len = QActs::bytes_for(ActKind::for_weight(ty), m, n_in).unwrap();
+
+    // The reference, in ordinary heap memory.
+    let w = QMatrix::new(ty, n_in, n_out, &wb).unwrap();
+    let mut buf = vec![0u8; arena_len];
+    let mut arena = Arena::new(&mut buf);
+    let mut a = QActs::new(&mut arena, ActKind::for_weight(ty), m, n_in).unwrap();
+    a.quantize(&x).unwrap();
+    let mut out = vec![F32::ZERO; (n_out - r0) * m];
+    rows_kernel_with(&w, r0, &a, &mut out, KernelPath::Reference);
+    let want: Vec<u32> = out.iter().map(|v| v.to_bits()).collect();
+
+    // Weights and arena flush against the guard page after them, then
+    // against the one before them.
+    for at_end in [true, false] {
+        let g = Guarded::new(&wb, at_end);
+        let w = QMatrix::new(ty, n_in, n_out, g.slice()).unwrap();
+        let mut ga = Guarded::new(&vec![0u8; arena_len], at_end);
+        run_paths(&w, r0, &x, m, ga.slice_mut(), &want);
+    }
+
+    // Exact-size heap allocations (what AddressSanitizer's redzones guard).
+    let exact: Box<[u8]> = wb.clone().into_boxed_slice();
+    let w = QMatrix::new(ty, n_in, n_out, &exact).unwrap();
+    let mut arena_exact: Box<[u8]> = vec![0u8; arena_len].into_boxed_slice();
+    run_paths(&w, r0, &x, m, &mut arena_exact, &want);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Blocks per row across one and several activation chunks, one and
+    /// several row groups, single inputs and whole tiles.
+    #[test]
+    fn fast_paths_stay_in_bounds(
+        seed in any::<u64>(),
+        fi in 0usize..16,
+        kb in 1usize..80,
+        r0 in 0usize..ROW_GROUP,
+        groups in 1usize..3,
+        m in 1usize..11,
+    ) {
+        check(seed, fi, kb, r0, groups, m);
+    }
+}
+
+/// Every format of the table on the edge sizes: one block, a whole chunk
+/// and one more, one input and a full tile plus one.
+#[test]
+fn fast_paths_edges() {
+    for fi in 0..FAST_FORMATS.len() {
+        for (kb, m) in [(1, 1), (32, 8), (33, 9), (64, 1)] {
+            check(7 + fi as u64, fi, kb, 1, 1, m);
+        }
+    }
+}
