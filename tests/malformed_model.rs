@@ -236,10 +236,7 @@ fn transposed_matrices_are_rejected() {
 fn missing_or_mistyped_metadata_is_typed() {
     for spec in specs() {
         let src = synth(&spec);
-        let arch = match spec.arch {
-            Arch::Llama => "llama",
-            Arch::Qwen2 => "qwen2",
-        };
+        let arch = spec.arch.name();
         for suffix in [
             "embedding_length",
             "block_count",
