@@ -10,9 +10,9 @@
 //! 3. candidates ordered by (logit descending, NaN as −∞, then id
 //!    ascending) — a total order, so the result does not depend on the
 //!    selection or sort algorithm;
-//! 4. top-k keeps the first `k` (0 = off); only those `k` are put in order
-//!    (a bounded heap over the vocabulary, then a sort of `k`), so a top-k
-//!    sample costs about one pass over the logits;
+//! 4. top-k keeps the first `k` (0 = off); for `k` up to half the row only
+//!    those `k` are put in order (a bounded heap over the row, then a sort
+//!    of `k`), so a top-k sample costs about one pass over the logits;
 //! 5. top-p: softmax of the kept logits, keep the shortest prefix whose
 //!    probability sum (left to right) reaches `p` (1 = off);
 //! 6. min-p: keep candidates whose probability ≥ `min_p` × the largest (0 = off);
@@ -167,17 +167,17 @@ fn order_key(l: F32) -> i32 {
 pub struct Sampler<'a> {
     /// The logits after the repetition penalty.
     vals: &'a mut [F32],
-    /// Candidates as [`rank_key`]s: ascending key order is the chain's
-    /// (logit descending, id ascending) order.
-    keys: &'a mut [u64],
+    /// Candidate order: token ids, or (top-k up to half the row) a heap of
+    /// [`rank_key`]s, each as two words (high, low).
+    work: &'a mut [u32],
 }
 
 impl<'a> Sampler<'a> {
     /// Arena bytes a sampler for `vocab_size` needs.
     pub const fn bytes_required(vocab_size: usize) -> Option<usize> {
         match (
+            Arena::bytes_for::<u32>(vocab_size),
             Arena::bytes_for::<F32>(vocab_size),
-            Arena::bytes_for::<u64>(vocab_size),
         ) {
             (Some(a), Some(b)) => a.checked_add(b),
             _ => None,
@@ -193,9 +193,9 @@ impl<'a> Sampler<'a> {
                 available: arena.remaining(),
             });
         }
+        let work = arena.alloc::<u32>(vocab_size)?;
         let vals = arena.alloc::<F32>(vocab_size)?;
-        let keys = arena.alloc::<u64>(vocab_size)?;
-        Ok(Sampler { vals, keys })
+        Ok(Sampler { vals, work })
     }
 
     /// Picks the next token from `logits` (not modified). `recent` holds the
@@ -238,22 +238,40 @@ impl<'a> Sampler<'a> {
             0 => n,
             k => k.min(n),
         };
-        let cands = top_candidates(&mut self.keys[..n], vals, k);
-        // 5–6. Top-p, min-p.
-        let kept = &cands[..kept_candidates(cands, params)];
-        // 7–8. Temperature softmax and the draw.
-        let max = key_value(cands[0]);
-        let sum = exp_sum(kept, max, params.temperature);
-        let target = rng.next_unit() * sum;
-        let mut cum = F32::ZERO;
-        for &key in kept {
-            cum = cum + temp_exp(key_value(key), max, params.temperature);
-            if cum.gt(target) {
-                return Ok(key_id(key));
-            }
+        let work = &mut self.work[..n];
+        if 2 * k <= n {
+            let heap = KeyHeap(&mut work[..2 * k]);
+            Ok(filter_and_draw(&heap.top(vals), params, rng))
+        } else {
+            let ids = Ids { ids: work, vals };
+            Ok(filter_and_draw(&ids.sorted(k), params, rng))
         }
-        Ok(key_id(kept[kept.len() - 1]))
     }
+}
+
+/// Candidates in the chain's order: the `j`-th one's logit (NaN as −∞)
+/// and token id.
+trait Candidates {
+    fn len(&self) -> usize;
+    fn get(&self, j: usize) -> (F32, u32);
+}
+
+/// Steps 5–8 on the first top-k candidates `c` (non-empty): top-p, min-p,
+/// the temperature softmax and the draw.
+fn filter_and_draw<C: Candidates>(c: &C, params: &SamplingParams, rng: &mut SplitMix64) -> u32 {
+    let kept = kept_candidates(c, params);
+    let max = c.get(0).0;
+    let sum = exp_sum(c, kept, max, params.temperature);
+    let target = rng.next_unit() * sum;
+    let mut cum = F32::ZERO;
+    for j in 0..kept {
+        let (l, id) = c.get(j);
+        cum = cum + temp_exp(l, max, params.temperature);
+        if cum.gt(target) {
+            return id;
+        }
+    }
+    c.get(kept - 1).1
 }
 
 /// Step 1: each distinct token among the last `penalty_last_n` of `recent`
@@ -310,74 +328,136 @@ fn key_id(key: u64) -> u32 {
     key as u32
 }
 
-/// Steps 3–4: the `k` (1 ≤ k ≤ `vals.len()` = `keys.len()`) smallest rank
-/// keys of `vals`, sorted, in `keys[..k]`.
+/// Steps 3–4 for a small `k`: the `k` smallest [`rank_key`]s of a row, as
+/// a max-heap of two-word keys while the row is scanned, then sorted.
 ///
-/// With `k` below the vocabulary, a max-heap of the best `k` seen so far
-/// sits in `keys[..k]`; each further logit costs one comparison against
-/// the heap's worst unless it enters (typically `O(k log(n/k))` times), so a
-/// 150k vocabulary costs one pass instead of a full sort.
-fn top_candidates<'k>(keys: &'k mut [u64], vals: &[F32], k: usize) -> &'k [u64] {
-    let n = vals.len();
-    if k >= n {
-        for (i, (key, &v)) in keys.iter_mut().zip(vals.iter()).enumerate() {
-            *key = rank_key(v, i as u32);
+/// Each logit costs one comparison against the heap's worst unless it
+/// enters (typically `O(k log(n/k))` times), so a 150k vocabulary costs
+/// one pass instead of a full sort.
+struct KeyHeap<'w>(&'w mut [u32]);
+
+impl KeyHeap<'_> {
+    #[inline(always)]
+    fn key(&self, i: usize) -> u64 {
+        (u64::from(self.0[2 * i]) << 32) | u64::from(self.0[2 * i + 1])
+    }
+
+    #[inline(always)]
+    fn set(&mut self, i: usize, key: u64) {
+        self.0[2 * i] = (key >> 32) as u32;
+        self.0[2 * i + 1] = key as u32;
+    }
+
+    /// The first `self.len()` (1 ≤ k < `vals.len()`) candidates of `vals`
+    /// in order.
+    fn top(mut self, vals: &[F32]) -> Self {
+        let k = self.0.len() / 2;
+        for (i, &v) in vals.iter().enumerate().take(k) {
+            self.set(i, rank_key(v, i as u32));
         }
-        keys.sort_unstable();
-        return keys;
+        for i in (0..k / 2).rev() {
+            self.sift_down(i, k);
+        }
+        for (i, &v) in vals.iter().enumerate().skip(k) {
+            let key = rank_key(v, i as u32);
+            if key < self.key(0) {
+                self.set(0, key);
+                self.sift_down(0, k);
+            }
+        }
+        // Heapsort: move the largest behind the shrinking heap.
+        for end in (1..k).rev() {
+            let (top, last) = (self.key(0), self.key(end));
+            self.set(0, last);
+            self.set(end, top);
+            self.sift_down(0, end);
+        }
+        self
     }
-    let heap = &mut keys[..k];
-    for (i, (key, &v)) in heap.iter_mut().zip(vals.iter()).enumerate() {
-        *key = rank_key(v, i as u32);
-    }
-    for i in (0..k / 2).rev() {
-        sift_down(heap, i);
-    }
-    for (i, &v) in vals.iter().enumerate().skip(k) {
-        let key = rank_key(v, i as u32);
-        if key < heap[0] {
-            heap[0] = key;
-            sift_down(heap, 0);
+
+    /// Restores the max-heap property of the first `len` keys below `i`.
+    fn sift_down(&mut self, mut i: usize, len: usize) {
+        loop {
+            let l = 2 * i + 1;
+            if l >= len {
+                return;
+            }
+            let r = l + 1;
+            let c = if r < len && self.key(r) > self.key(l) {
+                r
+            } else {
+                l
+            };
+            let (kc, ki) = (self.key(c), self.key(i));
+            if kc <= ki {
+                return;
+            }
+            self.set(i, kc);
+            self.set(c, ki);
+            i = c;
         }
     }
-    heap.sort_unstable();
-    heap
 }
 
-/// Restores the max-heap property below `i`.
-fn sift_down(heap: &mut [u64], mut i: usize) {
-    loop {
-        let l = 2 * i + 1;
-        if l >= heap.len() {
-            return;
-        }
-        let r = l + 1;
-        let c = if r < heap.len() && heap[r] > heap[l] {
-            r
-        } else {
-            l
-        };
-        if heap[c] <= heap[i] {
-            return;
-        }
-        heap.swap(i, c);
-        i = c;
+impl Candidates for KeyHeap<'_> {
+    fn len(&self) -> usize {
+        self.0.len() / 2
+    }
+
+    fn get(&self, j: usize) -> (F32, u32) {
+        let key = self.key(j);
+        (key_value(key), key_id(key))
     }
 }
 
-/// Steps 5–6: how many of the sorted candidates `cands` (non-empty, already
+/// Steps 3–4 for a large `k` (or none): every token id ordered by its
+/// [`rank_key`], then cut to `k`.
+struct Ids<'w> {
+    ids: &'w mut [u32],
+    vals: &'w [F32],
+}
+
+impl<'w> Ids<'w> {
+    /// The first `k` (1 ≤ k ≤ `vals.len()`) ids in order.
+    fn sorted(self, k: usize) -> Self {
+        for (i, id) in self.ids.iter_mut().enumerate() {
+            *id = i as u32;
+        }
+        let vals = self.vals;
+        self.ids
+            .sort_unstable_by_key(|&id| rank_key(vals[id as usize], id));
+        Ids {
+            ids: &mut self.ids[..k],
+            vals,
+        }
+    }
+}
+
+impl Candidates for Ids<'_> {
+    fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    fn get(&self, j: usize) -> (F32, u32) {
+        let id = self.ids[j];
+        let l = self.vals[id as usize];
+        (if l.is_nan() { F32::NEG_INFINITY } else { l }, id)
+    }
+}
+
+/// Steps 5–6: how many of the ordered candidates `c` (non-empty, already
 /// cut to top-k) top-p, then min-p keep (at least one).
-fn kept_candidates(cands: &[u64], params: &SamplingParams) -> usize {
-    let mut kept = cands.len();
-    // Probabilities of the kept candidates at temperature 1, in sorted order.
-    let max = key_value(cands[0]);
+fn kept_candidates<C: Candidates>(c: &C, params: &SamplingParams) -> usize {
+    let mut kept = c.len();
+    // Probabilities of the kept candidates at temperature 1, in order.
+    let max = c.get(0).0;
     // 5. Top-p.
     if params.top_p.lt(F32::ONE) {
-        let sum = exp_sum(&cands[..kept], max, F32::ONE);
+        let sum = exp_sum(c, kept, max, F32::ONE);
         let inv = F32::ONE / sum;
         let mut cum = F32::ZERO;
-        for (j, &key) in cands[..kept].iter().enumerate() {
-            cum = cum + (key_value(key) - max).exp() * inv;
+        for j in 0..kept {
+            cum = cum + (c.get(j).0 - max).exp() * inv;
             if cum.ge(params.top_p) {
                 kept = j + 1;
                 break;
@@ -387,7 +467,7 @@ fn kept_candidates(cands: &[u64], params: &SamplingParams) -> usize {
     // 6. Min-p: p_i >= min_p * p_max  <=>  exp(l_i - max) >= min_p.
     if params.min_p.gt(F32::ZERO) {
         let mut m = 1;
-        while m < kept && (key_value(cands[m]) - max).exp().ge(params.min_p) {
+        while m < kept && (c.get(m).0 - max).exp().ge(params.min_p) {
             m += 1;
         }
         kept = m;
@@ -401,11 +481,10 @@ fn temp_exp(l: F32, max: F32, t: F32) -> F32 {
     (l / t - max / t).exp()
 }
 
-/// Σ exp((l_i - max) / t) over the candidates `keys`, left to right from +0.
-fn exp_sum(keys: &[u64], max: F32, t: F32) -> F32 {
-    keys.iter().fold(F32::ZERO, |acc, &key| {
-        acc + temp_exp(key_value(key), max, t)
-    })
+/// Σ exp((l_i - max) / t) over the first `kept` candidates, left to right
+/// from +0.
+fn exp_sum<C: Candidates>(c: &C, kept: usize, max: F32, t: F32) -> F32 {
+    (0..kept).fold(F32::ZERO, |acc, j| acc + temp_exp(c.get(j).0, max, t))
 }
 
 #[cfg(test)]
