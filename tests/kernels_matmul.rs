@@ -9,7 +9,8 @@
 //! | weights | `Reference` | `Portable` | `Auto` | `Avx2` |
 //! |---|---|---|---|---|
 //! | Q4_1, Q5_0, Q8_0 | `dot_row` per cell | blocked, portable split kernels | blocked, the widest fused build the CPU runs (AVX-512 VNNI, else AVX2), else portable | blocked, the AVX2 fused build, else portable |
-//! | Q4_0, Q5_1, Q6_K, F16, F32, Q4_K, BF16 | `dot_row` | `dot_row` | `dot_row` | `dot_row` |
+//! | Q4_K, Q6_K | `dot_row` per cell | every row: the K-quant row kernel's portable body | its widest build (AVX-512, else AVX2), else portable | its AVX2 build, else portable |
+//! | Q4_0, Q5_1, F16, F32, BF16 | `dot_row` | `dot_row` | `dot_row` | `dot_row` |
 //!
 //! "Blocked" covers whole groups of [`ROW_GROUP`] rows; the rows past the
 //! last whole group always go through `dot_row`. For the formats without a
@@ -84,8 +85,11 @@ fn inputs(rng: &mut Rng, m: usize, n_in: usize, wild: bool) -> Vec<F32> {
     (0..m * n_in)
         .map(|i| {
             let blk = (i / 32) as u64;
+            // Wild: block magnitudes 2^-32..2^21, so block scales run from
+            // zero and subnormal to 2^14 (f16 shifts 0..=28: beyond every
+            // `i64` limit, the K-quant ones within a super-block too).
             let e = if wild {
-                ((blk * 7 + m as u64) % 40) as i32 - 30
+                ((blk * 7 + m as u64) % 52) as i32 - 30
             } else {
                 -3
             };
@@ -114,13 +118,16 @@ fn run(par: &impl detllm::Parallel, w: &QMatrix, x: &[F32], m: usize) -> Vec<u32
 /// the module docs).
 fn expected_run(ty: GgmlType, path: KernelPath, n_rows: usize) -> RowsRun {
     let has_blocked = matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q8_0);
+    let kquant = matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K);
     let blocked_rows = match path {
         KernelPath::Reference => 0,
+        _ if kquant => n_rows,
         _ if !has_blocked => 0,
         _ => n_rows / ROW_GROUP * ROW_GROUP,
     };
     let build = match (path, level()) {
         _ if blocked_rows == 0 => Level::Portable,
+        (KernelPath::Auto, l) if kquant && l >= Level::Avx512 => Level::Avx512,
         (KernelPath::Auto, Level::Avx512Vnni) => Level::Avx512Vnni,
         (KernelPath::Auto | KernelPath::Avx2, l) if l >= Level::Avx2 => Level::Avx2,
         _ => Level::Portable,
@@ -321,6 +328,63 @@ fn extreme_blocks_agree() {
                     .collect();
                 let [r, p, s, v2] = paths(&w, &x, m, n_out / 2);
                 assert!(r.iter().all(|&c| F32::from_bits(c).is_finite()), "{ty:?}");
+                assert_eq!(r, p, "{ty:?} kb {kb} m {m} portable");
+                assert_eq!(r, s, "{ty:?} kb {kb} m {m} best SIMD");
+                assert_eq!(r, v2, "{ty:?} kb {kb} m {m} AVX2");
+            }
+        }
+    }
+}
+
+/// K-quant super-blocks at the integer extremes: Q4_K with every nibble
+/// 15 (or 0) and every 6-bit scale and min 63; Q6_K with every value -32
+/// (or 31) and every scale -128 (or 127); activations all ±127, in
+/// super-blocks whose activation scales are equal (the `i64` sum at its
+/// widest) or, for some input rows, 2^28 apart (the per-sub-block
+/// fallback). The reference and every path agree.
+#[test]
+fn kquant_extreme_blocks_agree() {
+    for ty in [GgmlType::Q4_K, GgmlType::Q6_K] {
+        for kb in [1usize, 3] {
+            let n_in = 256 * kb;
+            let n_out = 6;
+            let rb = ty.row_bytes(n_in).unwrap();
+            let mut wb = vec![0u8; rb * n_out];
+            for (r, row) in wb.chunks_mut(rb).enumerate() {
+                let hi = r % 2 == 0;
+                let d = f16(if r % 3 == 2 { -0.01 } else { 0.01 });
+                for b in row.chunks_mut(ty.type_size()) {
+                    if ty == GgmlType::Q4_K {
+                        b[0..2].copy_from_slice(&d.to_le_bytes());
+                        b[2..4].copy_from_slice(&f16(0.02).to_le_bytes());
+                        b[4..16].fill(0xFF);
+                        b[16..].fill(if hi { 0xFF } else { 0x00 });
+                    } else {
+                        b[0..192].fill(if hi { 0xFF } else { 0x00 });
+                        b[192..208].fill(if hi { 0x7F } else { 0x80 });
+                        b[208..210].copy_from_slice(&d.to_le_bytes());
+                    }
+                }
+            }
+            let w = QMatrix::new(ty, n_in, n_out, &wb).unwrap();
+            for m in [1usize, 4] {
+                let x: Vec<F32> = (0..m * n_in)
+                    .map(|i| {
+                        let (row, blk) = (i / n_in, (i % n_in) / 32);
+                        // Block scales 2^21/127 (f16 shift 28) and 2^-7/127
+                        // (shift 0): a spread of 28, above both limits.
+                        let mag = if row % 2 == 1 && blk % 3 == 1 {
+                            F32::from_bits((127 + 21) << 23)
+                        } else {
+                            F32::from_bits((127 - 7) << 23)
+                        };
+                        // One sign per super-block: nothing cancels.
+                        if (row + blk / 8) % 2 == 0 { mag } else { -mag }
+                    })
+                    .collect();
+                let [r, p, s, v2] = paths(&w, &x, m, n_out / 2);
+                let nonzero = |c: &u32| F32::from_bits(*c).is_finite() && *c << 1 != 0;
+                assert!(r.iter().all(nonzero), "{ty:?}");
                 assert_eq!(r, p, "{ty:?} kb {kb} m {m} portable");
                 assert_eq!(r, s, "{ty:?} kb {kb} m {m} best SIMD");
                 assert_eq!(r, v2, "{ty:?} kb {kb} m {m} AVX2");

@@ -13,6 +13,7 @@
 //! | weights | [`KernelPath::Reference`] | `Portable` | `Auto` | `Avx2` |
 //! |---|---|---|---|---|
 //! | Q4_1, Q5_0, Q8_0 | `dot_row` | blocked, portable | blocked, widest fused build (VNNI, AVX2) or portable | blocked, AVX2 fused build or portable |
+//! | Q4_K, Q6_K | `dot_row` | [`kquant`] row kernel, portable body | row kernel, widest build (AVX-512, AVX2) or portable | row kernel, AVX2 build or portable |
 //! | any other | `dot_row` | `dot_row` | `dot_row` | `dot_row` |
 //!
 //! [`rows_kernel_with`] reports which of them ran ([`RowsRun`]);
@@ -57,6 +58,7 @@ use super::{QActs, QMatrix};
 use crate::F32;
 use crate::simd::Level;
 
+pub mod kquant;
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
 mod x86;
 
@@ -94,11 +96,14 @@ pub enum KernelPath {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RowsRun {
     /// Weight rows computed by the blocked kernel (whole groups of
-    /// [`ROW_GROUP`]); the others went through [`dot_row`] per cell.
+    /// [`ROW_GROUP`]) or, for Q4_K / Q6_K, by the [`kquant`] row kernel
+    /// (every row); the others went through [`dot_row`] per cell.
     pub blocked_rows: usize,
-    /// The blocked kernel's build: [`Level::Portable`] for the portable
-    /// split kernels, [`Level::Avx2`] or [`Level::Avx512Vnni`] for the fused
-    /// SIMD ones (`Portable` too when no row was blocked).
+    /// The fast kernel's build: [`Level::Portable`] for the portable
+    /// split kernels and row kernels, [`Level::Avx2`] or
+    /// [`Level::Avx512Vnni`] for the fused SIMD ones, [`Level::Avx2`] or
+    /// [`Level::Avx512`] for the row kernels' `multiversion!` builds
+    /// (`Portable` too when no row was done by a fast kernel).
     pub build: Level,
 }
 
@@ -498,6 +503,8 @@ pub fn rows_kernel_with(
     let m = x.rows().max(1);
     let (blocked_rows, build) = if path == KernelPath::Reference {
         (0, Level::Portable)
+    } else if matches!(w.ty, GgmlType::Q4_K | GgmlType::Q6_K) {
+        kquant_rows(w, r0, x, out, path)
     } else if let Some((f, level)) = simd_rows(w.ty, path) {
         (f(w, r0, x, out), level)
     } else if let Some(k) = split_kernel(w.ty) {
@@ -523,6 +530,39 @@ pub fn rows_kernel_with(
         blocked_rows,
         build,
     }
+}
+
+/// Every row of a Q4_K / Q6_K matrix through the [`kquant`] row kernel of
+/// `path`'s build (cells whose rows do not have the expected lengths
+/// through [`dot_row`], which reports them); returns `(rows done, build)`.
+fn kquant_rows(
+    w: &QMatrix<'_>,
+    r0: usize,
+    x: &QActs<'_>,
+    out: &mut [F32],
+    path: KernelPath,
+) -> (usize, Level) {
+    let m = x.rows().max(1);
+    let (body, [avx512, avx2]) = kquant::row_kernels(w.ty == GgmlType::Q6_K);
+    let (f, build) = match (path, avx512, avx2) {
+        (KernelPath::Auto, Some(f), _) => (f, Level::Avx512),
+        (KernelPath::Auto | KernelPath::Avx2, _, Some(f)) => (f, Level::Avx2),
+        _ => (body, Level::Portable),
+    };
+    let nb = w.n_in / QK;
+    for (i, cells) in out.chunks_mut(m).enumerate() {
+        let row = w.row(r0 + i);
+        for (j, c) in cells.iter_mut().enumerate() {
+            *c = match (row, x.row(j)) {
+                (Ok(data), Ok(a)) if a.qs.len() == w.n_in && a.sc.len() == nb => {
+                    f(data, &a).finish()
+                }
+                (Ok(data), Ok(a)) => dot_row(w.ty, data, &a, w.n_in).unwrap_or(F32::NAN),
+                _ => F32::NAN,
+            };
+        }
+    }
+    (out.len() / m, build)
 }
 
 /// What the blocked kernel needs to know of a weight format.
