@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Checks the crate's `unsafe` with tools (docs/UNSAFE.md says which covers what):
 #   loom  the thread pool's protocol, every interleaving (tests/pool_loom.rs)
-#   miri  undefined behaviour, data races, out-of-bounds: tests/pool.rs and a
-#         subset of the library's unit tests (the rest takes hours in Miri)
+#   miri  undefined behaviour, data races, out-of-bounds: tests/pool.rs, the
+#         tokenizer's unit tests, the portable fast-path kernels
+#         (tests/kernels_guarded.rs) and tests/kv_unit.rs (the rest of the
+#         library's tests takes hours in Miri)
 #   tsan  ThreadSanitizer over tests/pool.rs and the threaded engine test
 #   inventory  every src file has `#![forbid(unsafe_code)]` or a row in
 #         docs/UNSAFE.md's inventory with its count of `unsafe` (no build)
+#   asan  AddressSanitizer over the SIMD fast paths with guarded inputs
+#         (tests/kernels_guarded.rs)
 #   all   all of them in turn (default)
 # Installs what it needs (nightly with miri and rust-src) and fails on any
 # finding. Each tool builds into its own target directory, so the normal
@@ -14,7 +18,7 @@
 # 3-6x that with the machine shared): loom build 2m10 + run 1 min; Miri
 # sysroot 0m30, build 1m05, run 20 s; TSan build (with -Zbuild-std) 4m20,
 # run about a minute. Warm, each tool rebuilds only detllm.
-#   bash scripts/unsafe-check.sh [inventory|loom|miri|tsan|all]
+#   bash scripts/unsafe-check.sh [inventory|loom|miri|tsan|asan|all]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what="${1:-all}"
@@ -89,6 +93,10 @@ run_miri() {
     # of inputs and would take hours. (Under Miri the SIMD dispatch finds no
     # CPU features, so only portable code runs.)
     nice cargo +nightly miri test --features std --lib -- tokenizer::
+    # The portable blocked matmul kernels of every fast-path format on
+    # exact-size allocations (fewer, smaller cases under cfg(miri)) and the
+    # KV cache scenarios.
+    nice cargo +nightly miri test --features std --test kernels_guarded --test kv_unit
 }
 
 run_tsan() {
@@ -102,12 +110,27 @@ run_tsan() {
         chunks_match_serial panic_is_raised sleeping_workers quantize_par threads_change_nothing
 }
 
+run_asan() {
+    stamp asan
+    ensure_nightly
+    # AddressSanitizer over the fast-path kernels with their inputs flush
+    # against guard pages and in exact-size heap allocations
+    # (tests/kernels_guarded.rs: every format, portable, AVX2 and the widest
+    # build the CPU has). Its own target directory: the flags differ from
+    # the TSan build's.
+    RUSTFLAGS="-Zsanitizer=address" RUSTDOCFLAGS="-Zsanitizer=address" \
+        ASAN_OPTIONS="halt_on_error=1:detect_leaks=1" CARGO_TARGET_DIR=target/asan \
+        nice cargo +nightly test -Zbuild-std --target "$host" --features std \
+        --test kernels_guarded
+}
+
 case "$what" in
     loom) run_loom ;;
     miri) run_miri ;;
     tsan) run_tsan ;;
+    asan) run_asan ;;
     inventory) run_inventory ;;
-    all) run_inventory; run_loom; run_miri; run_tsan ;;
-    *) echo "usage: $0 [inventory|loom|miri|tsan|all]" >&2; exit 2 ;;
+    all) run_inventory; run_loom; run_miri; run_tsan; run_asan ;;
+    *) echo "usage: $0 [inventory|loom|miri|tsan|asan|all]" >&2; exit 2 ;;
 esac
 stamp done
