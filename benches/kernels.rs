@@ -4,7 +4,7 @@
 //! llama.cpp's per-block formula (`llama_f32`, generic C path: integer block
 //! sum, `sumf += (dx*dy)*sumi + m*s` / `sumi*(dx*dy)`), single thread,
 //! M = 1 and M = 8. Q4_1 and Q8_0 on SmolLM2-135M shapes, Q5_0 on
-//! Qwen2.5-0.5B shapes (most of its Q4_K_M file is Q5_0), Q4_K and Q6_K on
+//! Qwen2.5-0.5B shapes (most of its Q4_K_M file is Q5_0), Q4_K, Q5_K and Q6_K on
 //! the FFN-down shapes of Qwen2.5-0.5B and Gemma 3 270M (the K-quant
 //! formula is written per 32-sub-block against the same 32-blocks of x,
 //! not llama.cpp's 256-element Q8_K activations). Throughput is in
@@ -65,7 +65,7 @@ fn weights(ty: GgmlType, n_in: usize, n_out: usize, rng: &mut Rng) -> Vec<u8> {
         if ty == GgmlType::Q4_1 {
             b[2..4].copy_from_slice(&f16(-8.0 * d).to_le_bytes());
         }
-        if ty == GgmlType::Q4_K {
+        if matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K) {
             b[2..4].copy_from_slice(&f16(0.5 * d).to_le_bytes());
         }
     }
@@ -106,13 +106,13 @@ impl Llama {
             .collect()
     }
     /// The K-quant formula per 32-sub-block `j` against the 32-blocks of
-    /// x: Q4_K `sumf += d·dy·sc·Σ q·y − dmin·dy·mn·Σ y`, Q6_K
+    /// x: Q4_K (Q5_K with 5-bit `q`) `sumf += d·dy·sc·Σ q·y − dmin·dy·mn·Σ y`, Q6_K
     /// `sumf += d·dy·(sc_2j·Σ_16 q·y + sc_2j+1·Σ_16 q·y)`.
     fn kquant_dot(&self, ty: GgmlType, row: &[u8], x: &[(f32, f32, [i8; 32])]) -> f32 {
         let mut sumf = 0f32;
         for (b, ys) in row.chunks(ty.type_size()).zip(x.chunks(8)) {
             for (j, y) in ys.iter().enumerate() {
-                if ty == GgmlType::Q4_K {
+                if ty != GgmlType::Q6_K {
                     let s = &b[4..16];
                     let (sc, mn) = if j < 4 {
                         (s[j] & 63, s[j + 4] & 63)
@@ -122,10 +122,16 @@ impl Llama {
                             (s[j + 4] >> 4) | ((s[j] >> 6) << 4),
                         )
                     };
-                    let q = &b[16 + 32 * (j / 2)..16 + 32 * (j / 2) + 32];
+                    // Q5_K: qh at 16 (bit j of qh[l] adds 16), nibbles at 48.
+                    let q5 = ty == GgmlType::Q5_K;
+                    let at = if q5 { 48 } else { 16 } + 32 * (j / 2);
+                    let q = &b[at..at + 32];
                     let (mut sumq, mut bs) = (0i32, 0i32);
                     for l in 0..32 {
-                        let v = if j % 2 == 0 { q[l] & 15 } else { q[l] >> 4 };
+                        let mut v = if j % 2 == 0 { q[l] & 15 } else { q[l] >> 4 };
+                        if q5 {
+                            v |= ((b[16 + l] >> j) & 1) << 4;
+                        }
                         sumq += v as i32 * y.2[l] as i32;
                         bs += y.2[l] as i32;
                     }
@@ -162,7 +168,7 @@ impl Llama {
         let n_out = w.len() / rb;
         for (o, row) in w.chunks(rb).enumerate() {
             for (m, x) in xq.iter().enumerate() {
-                if matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K) {
+                if matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K) {
                     out[m * n_out + o] = self.kquant_dot(ty, row, x);
                     continue;
                 }
@@ -206,11 +212,12 @@ fn bench(c: &mut Criterion) {
     let llama = Llama::new();
     let mut rng = Rng(1);
     let mut arena_buf = vec![0u8; 1 << 20];
-    let formats: [Format; 5] = [
+    let formats: [Format; 6] = [
         (GgmlType::Q4_1, "q4_1", &SMOL_SHAPES),
         (GgmlType::Q8_0, "q8_0", &SMOL_SHAPES),
         (GgmlType::Q5_0, "q5_0", &QWEN_SHAPES),
         (GgmlType::Q4_K, "q4_k", &K_SHAPES),
+        (GgmlType::Q5_K, "q5_k", &K_SHAPES),
         (GgmlType::Q6_K, "q6_k", &K_SHAPES),
     ];
     for (ty, name, shapes) in formats {

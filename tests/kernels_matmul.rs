@@ -9,7 +9,7 @@
 //! | weights | `Reference` | `Portable` | `Auto` | `Avx2` |
 //! |---|---|---|---|---|
 //! | Q4_1, Q5_0, Q8_0 | `dot_row` per cell | blocked, portable split kernels | blocked, the widest fused build the CPU runs (AVX-512 VNNI, else AVX2), else portable | blocked, the AVX2 fused build, else portable |
-//! | Q4_K, Q6_K | `dot_row` per cell | every row: the K-quant row kernel's portable body | its widest build (AVX-512, else AVX2), else portable | its AVX2 build, else portable |
+//! | Q4_K, Q5_K, Q6_K | `dot_row` per cell | every row: the K-quant row kernel's portable body | its widest build (AVX-512, else AVX2), else portable | its AVX2 build, else portable |
 //! | Q4_0, Q5_1, F16, F32, BF16 | `dot_row` | `dot_row` | `dot_row` | `dot_row` |
 //!
 //! "Blocked" covers whole groups of [`ROW_GROUP`] rows; the rows past the
@@ -25,7 +25,7 @@ use detllm::{Arena, F32, Serial, kernels::matmul};
 use proptest::prelude::*;
 use support::quant::Rng;
 
-const TYPES: [GgmlType; 13] = [
+const TYPES: [GgmlType; 14] = [
     GgmlType::Q4_1,
     GgmlType::Q8_0,
     GgmlType::Q5_0,
@@ -33,6 +33,7 @@ const TYPES: [GgmlType; 13] = [
     GgmlType::Q8_0,
     GgmlType::Q5_0,
     GgmlType::Q6_K,
+    GgmlType::Q5_K,
     GgmlType::Q4_0,
     GgmlType::Q5_1,
     GgmlType::F16,
@@ -69,7 +70,10 @@ fn weights(rng: &mut Rng, ty: GgmlType, n_in: usize, n_out: usize, wild: bool) -
         // Q6_K keeps its scale last.
         let at = if ty == GgmlType::Q6_K { b.len() - 2 } else { 0 };
         b[at..at + 2].copy_from_slice(&d.to_le_bytes());
-        if matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K) {
+        if matches!(
+            ty,
+            GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K
+        ) {
             let m = if wild && rng.next().is_multiple_of(8) {
                 rng.f16_scale(false)
             } else {
@@ -118,7 +122,7 @@ fn run(par: &impl detllm::Parallel, w: &QMatrix, x: &[F32], m: usize) -> Vec<u32
 /// the module docs).
 fn expected_run(ty: GgmlType, path: KernelPath, n_rows: usize) -> RowsRun {
     let has_blocked = matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q8_0);
-    let kquant = matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K);
+    let kquant = matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K);
     let blocked_rows = match path {
         KernelPath::Reference => 0,
         _ if kquant => n_rows,
@@ -167,7 +171,7 @@ fn paths(w: &QMatrix, x: &[F32], m: usize, split: usize) -> [Vec<u32>; 4] {
 
 fn check(seed: u64, ti: usize, kb: usize, n_out: usize, m: usize, wild: bool) {
     let ty = TYPES[ti % TYPES.len()];
-    let n_in = if matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K) {
+    let n_in = if matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K) {
         256 * kb.div_ceil(8)
     } else {
         32 * kb
@@ -219,7 +223,7 @@ fn check(seed: u64, ti: usize, kb: usize, n_out: usize, m: usize, wild: bool) {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
     #[test]
-    fn matmul_paths_and_batches_agree(seed in any::<u64>(), ti in 0usize..13, kb in 1usize..80,
+    fn matmul_paths_and_batches_agree(seed in any::<u64>(), ti in 0usize..14, kb in 1usize..80,
                                       n_out in 1usize..24, m in 1usize..11, wild in any::<bool>()) {
         check(seed, ti, kb, n_out, m, wild);
     }
@@ -336,15 +340,15 @@ fn extreme_blocks_agree() {
     }
 }
 
-/// K-quant super-blocks at the integer extremes: Q4_K with every nibble
-/// 15 (or 0) and every 6-bit scale and min 63; Q6_K with every value -32
+/// K-quant super-blocks at the integer extremes: Q4_K (Q5_K) with every value
+/// 15 (31) or 0 and every 6-bit scale and min 63; Q6_K with every value -32
 /// (or 31) and every scale -128 (or 127); activations all ±127, in
 /// super-blocks whose activation scales are equal (the `i64` sum at its
 /// widest) or, for some input rows, 2^28 apart (the per-sub-block
 /// fallback). The reference and every path agree.
 #[test]
 fn kquant_extreme_blocks_agree() {
-    for ty in [GgmlType::Q4_K, GgmlType::Q6_K] {
+    for ty in [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K] {
         for kb in [1usize, 3] {
             let n_in = 256 * kb;
             let n_out = 6;
@@ -354,7 +358,8 @@ fn kquant_extreme_blocks_agree() {
                 let hi = r % 2 == 0;
                 let d = f16(if r % 3 == 2 { -0.01 } else { 0.01 });
                 for b in row.chunks_mut(ty.type_size()) {
-                    if ty == GgmlType::Q4_K {
+                    if ty != GgmlType::Q6_K {
+                        // Q4_K / Q5_K (Q5_K: qh and nibbles all set or clear).
                         b[0..2].copy_from_slice(&d.to_le_bytes());
                         b[2..4].copy_from_slice(&f16(0.02).to_le_bytes());
                         b[4..16].fill(0xFF);

@@ -1,9 +1,9 @@
-//! Row kernels for the K-quant weights (Q4_K, Q6_K): the exact dot of one
+//! Row kernels for the K-quant weights (Q4_K, Q5_K, Q6_K): the exact dot of one
 //! weight row with one Q8 activation row, the same integer as
 //! [`crate::quant::dot::dot_row`] summed in fewer, wider steps, so the
 //! rounded result is the same bits.
 //!
-//! Contract: for every input, [`q4_k_row`] / [`q6_k_row`] return the
+//! Contract: for every input, [`q4_k_row`] / [`q5_k_row`] / [`q6_k_row`] return the
 //! [`ExactAcc`] whose [`ExactAcc::finish`] is `dot_row`'s result (same sum,
 //! same non-finite flag). Verified by proptest in `tests/kernels_matmul.rs`
 //! (every [`super::KernelPath`], random and wild scales) and
@@ -16,7 +16,7 @@
 //! `t_j · 2^(dsh + ash_j)` to an `i128` (units of 2^-48): `t_j = (sc_j ·
 //! sumq_j) · (dm · am_j)` for the scale term (`dm`, `dsh`: the super-block's
 //! f16 `d`; `am_j`, `ash_j`: the activation block's), and for Q4_K also
-//! `−(mn_j · bsum_j) · (nm · am_j) · 2^(nsh + ash_j)`. Here, with `base` the
+//! `−(mn_j · bsum_j) · (nm · am_j) · 2^(nsh + ash_j)` (Q5_K likewise). Here, with `base` the
 //! smallest `ash_j` of the super-block's non-zero activation scales and
 //! `rel_j = ash_j − base ≤ spread`, the sums
 //!
@@ -29,6 +29,7 @@
 //! | format | `|sc·sumq|` | 8 terms of `I` | limit on `spread` | bound |
 //! |---|---|---|---|---|
 //! | Q4_K | `≤ 63·32·15·127 < 2^22` | `< 2^36 · 2^rel` | [`LIM_Q4_K`] = 26 | `< 2^62` |
+//! | Q5_K | `≤ 63·32·31·127 < 2^23` | `< 2^37 · 2^rel` | [`LIM_Q5_K`] = 25 | `< 2^62` |
 //! | Q6_K | `≤ 2·128·16·32·127 < 2^24` | `< 2^38 · 2^rel` | [`LIM_Q6_K`] = 24 | `< 2^62` |
 //!
 //! (`M` is smaller: `63·4064·2^11 < 2^29` per term.) A super-block whose
@@ -43,17 +44,18 @@
 //! (reviewed in [`crate::simd`]), so the file cannot carry
 //! `forbid(unsafe_code)`; the crate's `deny(unsafe_code)` covers the rest.
 
+use crate::quant::GgmlType;
 use crate::quant::act::{ActRow, ActScale, FLAG_D_NONFINITE};
 use crate::quant::block::QK_K;
 use crate::quant::fixed::{ExactAcc, f16_fixed, f16_nonfinite};
 
 /// Largest activation-shift spread within a Q4_K super-block summed in `i64`.
 pub const LIM_Q4_K: u32 = 26;
+/// Largest activation-shift spread within a Q5_K super-block summed in `i64`.
+pub const LIM_Q5_K: u32 = 25;
 /// Largest activation-shift spread within a Q6_K super-block summed in `i64`.
 pub const LIM_Q6_K: u32 = 24;
 
-/// Bytes of a Q4_K super-block.
-const Q4_K_BYTES: usize = 144;
 /// Bytes of a Q6_K super-block.
 const Q6_K_BYTES: usize = 210;
 
@@ -100,12 +102,30 @@ fn scale_min(s: &[u8], j: usize) -> (i32, i32) {
 /// (its `qs` and `sc` as long as the row); the caller checks the lengths.
 #[inline(always)]
 pub(crate) fn q4_k_row(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
+    q4_5_k_row::<false>(row, a)
+}
+
+/// [`q4_k_row`] for Q5_K.
+#[inline(always)]
+pub(crate) fn q5_k_row(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
+    q4_5_k_row::<true>(row, a)
+}
+
+/// [`q4_k_row`] (`Q5` false: 144-byte blocks, nibbles at 16) or Q5_K (176
+/// bytes, `qh` at 16, nibbles at 48).
+#[inline(always)]
+fn q4_5_k_row<const Q5: bool>(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
+    let (bytes, qs_at, lim) = if Q5 {
+        (176, 48, LIM_Q5_K)
+    } else {
+        (144, 16, LIM_Q4_K)
+    };
     let mut acc = ExactAcc {
         sum: 0,
         nonfinite: a.flags & FLAG_D_NONFINITE != 0,
     };
     let sbs = a.qs.chunks_exact(QK_K).zip(a.sc.chunks_exact(8));
-    for (blk, (yq, ys)) in row.chunks_exact(Q4_K_BYTES).zip(sbs) {
+    for (blk, (yq, ys)) in row.chunks_exact(bytes).zip(sbs) {
         let d = u16::from_le_bytes([blk[0], blk[1]]);
         let dmin = u16::from_le_bytes([blk[2], blk[3]]);
         acc.nonfinite |= f16_nonfinite(d) | f16_nonfinite(dmin);
@@ -113,21 +133,31 @@ pub(crate) fn q4_k_row(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
         let (nm, nsh) = f16_fixed(dmin);
         let scales = &blk[4..16];
         let mut sumq = [0i32; 8];
-        for (c, (q, y)) in blk[16..]
+        let qh = &blk[16..48];
+        for (c, (q, y)) in blk[qs_at..qs_at + 128]
             .chunks_exact(32)
             .zip(yq.chunks_exact(64))
             .enumerate()
         {
             let (mut s0, mut s1) = (0i32, 0i32);
             for l in 0..32 {
-                s0 += (q[l] & 15) as i32 * y[l] as i32;
-                s1 += (q[l] >> 4) as i32 * y[l + 32] as i32;
+                // Q5_K: bit 2c of qh[l] for the low nibbles, 2c + 1 for the high.
+                let (h0, h1) = if Q5 {
+                    (
+                        ((qh[l] >> (2 * c)) & 1) << 4,
+                        ((qh[l] >> (2 * c + 1)) & 1) << 4,
+                    )
+                } else {
+                    (0, 0)
+                };
+                s0 += ((q[l] & 15) | h0) as i32 * y[l] as i32;
+                s1 += ((q[l] >> 4) | h1) as i32 * y[l + 32] as i32;
             }
             sumq[2 * c] = s0;
             sumq[2 * c + 1] = s1;
         }
         let (base, spread) = act_base(ys);
-        if spread <= LIM_Q4_K {
+        if spread <= lim {
             let (mut id, mut im) = (0i64, 0i64);
             for (j, s) in ys.iter().enumerate() {
                 let (sc, mn) = scale_min(scales, j);
@@ -204,19 +234,25 @@ crate::simd::multiversion! {
 }
 
 crate::simd::multiversion! {
+    /// Builds of [`q5_k_row`].
+    mod q5_k_builds = q5_k_row(row: &[u8], a: &ActRow<'_>) -> ExactAcc;
+}
+
+crate::simd::multiversion! {
     /// Builds of [`q6_k_row`].
     mod q6_k_builds = q6_k_row(row: &[u8], a: &ActRow<'_>) -> ExactAcc;
 }
 
-/// A row kernel: [`q4_k_row`] or [`q6_k_row`], one of their builds.
+/// A row kernel: [`q4_k_row`], [`q5_k_row`] or [`q6_k_row`], one of their builds.
 pub(crate) type RowFn = fn(&[u8], &ActRow<'_>) -> ExactAcc;
 
 /// The portable body and the `[AVX-512, AVX2]` builds this CPU runs of
-/// the row kernel for Q4_K (`q6` false) or Q6_K.
-pub(crate) fn row_kernels(q6: bool) -> (RowFn, [Option<RowFn>; 2]) {
-    if q6 {
-        (q6_k_row, q6_k_builds::builds())
-    } else {
-        (q4_k_row, q4_k_builds::builds())
+/// the row kernel for `ty`, if it has one.
+pub(crate) fn row_kernels(ty: GgmlType) -> Option<(RowFn, [Option<RowFn>; 2])> {
+    match ty {
+        GgmlType::Q4_K => Some((q4_k_row, q4_k_builds::builds())),
+        GgmlType::Q5_K => Some((q5_k_row, q5_k_builds::builds())),
+        GgmlType::Q6_K => Some((q6_k_row, q6_k_builds::builds())),
+        _ => None,
     }
 }

@@ -13,7 +13,7 @@
 //! | weights | [`KernelPath::Reference`] | `Portable` | `Auto` | `Avx2` |
 //! |---|---|---|---|---|
 //! | Q4_1, Q5_0, Q8_0 | `dot_row` | blocked, portable | blocked, widest fused build (VNNI, AVX2) or portable | blocked, AVX2 fused build or portable |
-//! | Q4_K, Q6_K | `dot_row` | [`kquant`] row kernel, portable body | row kernel, widest build (AVX-512, AVX2) or portable | row kernel, AVX2 build or portable |
+//! | Q4_K, Q5_K, Q6_K | `dot_row` | [`kquant`] row kernel, portable body | row kernel, widest build (AVX-512, AVX2) or portable | row kernel, AVX2 build or portable |
 //! | any other | `dot_row` | `dot_row` | `dot_row` | `dot_row` |
 //!
 //! [`rows_kernel_with`] reports which of them ran ([`RowsRun`]);
@@ -96,7 +96,7 @@ pub enum KernelPath {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RowsRun {
     /// Weight rows computed by the blocked kernel (whole groups of
-    /// [`ROW_GROUP`]) or, for Q4_K / Q6_K, by the [`kquant`] row kernel
+    /// [`ROW_GROUP`]) or, for Q4_K / Q5_K / Q6_K, by the [`kquant`] row kernel
     /// (every row); the others went through [`dot_row`] per cell.
     pub blocked_rows: usize,
     /// The fast kernel's build: [`Level::Portable`] for the portable
@@ -503,8 +503,8 @@ pub fn rows_kernel_with(
     let m = x.rows().max(1);
     let (blocked_rows, build) = if path == KernelPath::Reference {
         (0, Level::Portable)
-    } else if matches!(w.ty, GgmlType::Q4_K | GgmlType::Q6_K) {
-        kquant_rows(w, r0, x, out, path)
+    } else if let Some(kernels) = kquant::row_kernels(w.ty) {
+        kquant_rows(w, r0, x, out, path, kernels)
     } else if let Some((f, level)) = simd_rows(w.ty, path) {
         (f(w, r0, x, out), level)
     } else if let Some(k) = split_kernel(w.ty) {
@@ -532,18 +532,19 @@ pub fn rows_kernel_with(
     }
 }
 
-/// Every row of a Q4_K / Q6_K matrix through the [`kquant`] row kernel of
-/// `path`'s build (cells whose rows do not have the expected lengths
-/// through [`dot_row`], which reports them); returns `(rows done, build)`.
+/// Every row of a Q4_K / Q5_K / Q6_K matrix through `path`'s build of its
+/// [`kquant`] row kernel (`body` and its `[AVX-512, AVX2]` builds; cells
+/// whose rows do not have the expected lengths through [`dot_row`], which
+/// reports them); returns `(rows done, build)`.
 fn kquant_rows(
     w: &QMatrix<'_>,
     r0: usize,
     x: &QActs<'_>,
     out: &mut [F32],
     path: KernelPath,
+    (body, [avx512, avx2]): (kquant::RowFn, [Option<kquant::RowFn>; 2]),
 ) -> (usize, Level) {
     let m = x.rows().max(1);
-    let (body, [avx512, avx2]) = kquant::row_kernels(w.ty == GgmlType::Q6_K);
     let (f, build) = match (path, avx512, avx2) {
         (KernelPath::Auto, Some(f), _) => (f, Level::Avx512),
         (KernelPath::Auto | KernelPath::Avx2, _, Some(f)) => (f, Level::Avx2),
