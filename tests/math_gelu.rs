@@ -78,7 +78,7 @@ fn gelu_golden() {
 /// (measured with `DETLLM_GELU_STRIDE=1`, every binary32 of the range; see
 /// docs/sections/models.md).
 const RANGES: &[(f32, f32, f64)] = &[
-    (0.0, 10.0, 2.0),
+    (0.0, 10.0, 2.5),
     (-1.0, 0.0, 6.0),
     (-3.0, -1.0, 40.0),
     (-10.0, -3.0, 400.0),
@@ -104,14 +104,15 @@ fn gelu_error_within_measured_bounds() {
             }
         }
     }
+    let mut over = Vec::new();
     for (i, &(lo, hi, bound)) in RANGES.iter().enumerate() {
         let (err, at) = worst[i];
         eprintln!("gelu on [{lo}, {hi}] (stride {stride}): max {err:.3} ulp at {at:#010x}");
-        assert!(
-            err <= bound,
-            "[{lo}, {hi}]: {err} ulp at {at:#010x} > {bound}"
-        );
+        if err > bound {
+            over.push(format!("[{lo}, {hi}]: {err} ulp at {at:#010x} > {bound}"));
+        }
     }
+    assert!(over.is_empty(), "{over:?}");
 }
 
 proptest! {

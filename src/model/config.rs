@@ -119,6 +119,9 @@ pub struct Config {
     pub swa_pattern: usize,
     /// RoPE frequency base of the sliding-window layers.
     pub rope_base_swa: F32,
+    /// Final logit soft-capping `c` (`logits = c · tanh(logits / c)`); 0:
+    /// none.
+    pub final_softcap: F32,
 }
 
 impl Config {
@@ -137,6 +140,16 @@ impl Config {
         self.sliding_window > 0
             && self.swa_pattern > 0
             && l % self.swa_pattern < self.swa_pattern - 1
+    }
+
+    /// The width whose `1/sqrt` scales the attention scores: `head_dim`,
+    /// except for the 62-layer Gemma 3 (27B), where llama.cpp takes
+    /// `dim / n_heads`.
+    pub const fn attn_scale_dim(&self) -> usize {
+        match self.arch {
+            Arch::Gemma3 if self.n_layers == 62 && self.n_heads > 0 => self.dim / self.n_heads,
+            _ => self.head_dim,
+        }
     }
 
     /// Whether any layer uses the sliding window (and so its own RoPE base).
@@ -199,6 +212,12 @@ impl Config {
         if self.has_swa() && (!self.rope_base_swa.is_finite() || !self.rope_base_swa.gt(F32::ZERO))
         {
             return bad("rope.freq_base_swa", self.rope_base_swa.to_bits() as usize);
+        }
+        if !self.final_softcap.is_finite() || self.final_softcap.is_sign_negative() {
+            return bad(
+                "final_logit_softcapping",
+                self.final_softcap.to_bits() as usize,
+            );
         }
         if !self.eps.is_finite() || self.eps.is_sign_negative() {
             return bad(
