@@ -13,6 +13,9 @@ ensure_apt cmake
 # The real-model tests need SmolLM2-135M-Instruct.
 model="$(bash scripts/fetch-model.sh)"
 export DETLLM_MODEL="$model"
+# tests/arch_llamacpp.rs needs the two real Q4_K_M models (into the user cache).
+bash scripts/fetch-real-model.sh gemma3-270m >/dev/null
+bash scripts/fetch-real-model.sh qwen2.5-coder-0.5b >/dev/null
 # The tiny gguf-py llama of tests/gguf_reader.rs (into the user cache).
 bash scripts/make-fixtures.sh cache
 export DETLLM_REQUIRE_MODEL=1
