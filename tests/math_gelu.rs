@@ -74,14 +74,15 @@ fn gelu_golden() {
     }
 }
 
-/// Maximum error (ulps) per range of `x`, and the bound each is held to
-/// (measured with `DETLLM_GELU_STRIDE=1`, every binary32 of the range; see
-/// docs/sections/models.md).
+/// Maximum error (ulps) per range of `x`, and the bound each is held to:
+/// the maximum over every binary32 of the range (`DETLLM_GELU_STRIDE=1`,
+/// 2026-12-05: 2.126 ulp at 0x3f26acaa, 3.407 at 0xbf7d31e6, 19.451 at
+/// 0xc03fb40e, 224.879 at 0xc115f3a7), rounded up.
 const RANGES: &[(f32, f32, f64)] = &[
-    (0.0, 10.0, 2.0),
-    (-1.0, 0.0, 6.0),
-    (-3.0, -1.0, 40.0),
-    (-10.0, -3.0, 400.0),
+    (0.0, 10.0, 2.2),
+    (-1.0, 0.0, 3.5),
+    (-3.0, -1.0, 20.0),
+    (-10.0, -3.0, 225.0),
 ];
 
 #[test]
@@ -104,14 +105,15 @@ fn gelu_error_within_measured_bounds() {
             }
         }
     }
+    let mut over = Vec::new();
     for (i, &(lo, hi, bound)) in RANGES.iter().enumerate() {
         let (err, at) = worst[i];
         eprintln!("gelu on [{lo}, {hi}] (stride {stride}): max {err:.3} ulp at {at:#010x}");
-        assert!(
-            err <= bound,
-            "[{lo}, {hi}]: {err} ulp at {at:#010x} > {bound}"
-        );
+        if err > bound {
+            over.push(format!("[{lo}, {hi}]: {err} ulp at {at:#010x} > {bound}"));
+        }
     }
+    assert!(over.is_empty(), "{over:?}");
 }
 
 proptest! {

@@ -2,7 +2,7 @@
 //! Gemma's gated feed-forward).
 //!
 //! `gelu` is [`crate::math::gelu`] (`x / (1 + exp(-(K·x·(1 + A·x²))))`),
-//! then one soft multiplication. As in [`super::swiglu`], the body works in
+//! then one soft multiplication. As in [`super::swiglu()`], the body works in
 //! blocks, stage by stage (every exponent, every `exp`, every `1 + e`, every
 //! quotient), so that independent operations overlap; each element still
 //! gets exactly `gelu`'s operations in its order, so the same bits (checked

@@ -117,10 +117,14 @@ pub struct Config {
     /// attends to the whole sequence.
     pub sliding_window: usize,
     /// Local/global layer pattern: with a window, layer `l` is global when
-    /// `l % swa_pattern == swa_pattern - 1`, local otherwise (Gemma 3: 6).
+    /// `l % swa_pattern == swa_pattern - 1`, local otherwise (Gemma 3: 6);
+    /// 0: every layer local (as llama.cpp reads a pattern of 0).
     pub swa_pattern: usize,
     /// RoPE frequency base of the sliding-window layers.
     pub rope_base_swa: F32,
+    /// Final logit soft-capping `c` (`logits = c · tanh(logits / c)`); 0:
+    /// none.
+    pub final_softcap: F32,
 }
 
 impl Config {
@@ -137,13 +141,22 @@ impl Config {
     /// Whether layer `l` attends through the sliding window.
     pub const fn is_swa_layer(&self, l: usize) -> bool {
         self.sliding_window > 0
-            && self.swa_pattern > 0
-            && l % self.swa_pattern < self.swa_pattern - 1
+            && (self.swa_pattern == 0 || l % self.swa_pattern < self.swa_pattern - 1)
+    }
+
+    /// The width whose `1/sqrt` scales the attention scores: `head_dim`,
+    /// except for the 62-layer Gemma 3 (27B), where llama.cpp takes
+    /// `dim / n_heads`.
+    pub const fn attn_scale_dim(&self) -> usize {
+        match self.arch {
+            Arch::Gemma3 if self.n_layers == 62 && self.n_heads > 0 => self.dim / self.n_heads,
+            _ => self.head_dim,
+        }
     }
 
     /// Whether any layer uses the sliding window (and so its own RoPE base).
     pub const fn has_swa(&self) -> bool {
-        self.sliding_window > 0 && self.swa_pattern > 1
+        self.sliding_window > 0 && self.swa_pattern != 1
     }
 
     /// Checks the shape relations every kernel relies on.
@@ -202,6 +215,12 @@ impl Config {
         {
             return bad("rope.freq_base_swa", self.rope_base_swa.to_bits() as usize);
         }
+        if !self.final_softcap.is_finite() || self.final_softcap.is_sign_negative() {
+            return bad(
+                "final_logit_softcapping",
+                self.final_softcap.to_bits() as usize,
+            );
+        }
         if !self.eps.is_finite() || self.eps.is_sign_negative() {
             return bad(
                 "attention.layer_norm_rms_epsilon",
@@ -209,5 +228,41 @@ impl Config {
             );
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// llama.cpp's `set_swa_pattern(n)`: layer `l` is local iff `n == 0` or
+    /// `l % n < n - 1`; no window, no local layer.
+    #[test]
+    fn swa_layers_follow_the_pattern() {
+        let cfg = |sliding_window, swa_pattern| Config {
+            arch: Arch::Gemma3,
+            dim: 64,
+            hidden_dim: 64,
+            n_layers: 18,
+            n_heads: 2,
+            n_kv_heads: 1,
+            head_dim: 32,
+            n_rot: 32,
+            vocab_size: 10,
+            context_len: 64,
+            rope_base: F32::from_u32(10000),
+            eps: F32::ZERO,
+            sliding_window,
+            swa_pattern,
+            rope_base_swa: F32::from_u32(10000),
+            final_softcap: F32::ZERO,
+        };
+        let global = (0..18).filter(|&l| !cfg(512, 6).is_swa_layer(l));
+        assert!(global.eq([5, 11, 17]));
+        assert!((0..18).all(|l| cfg(512, 0).is_swa_layer(l)));
+        assert!((0..18).all(|l| !cfg(512, 1).is_swa_layer(l)));
+        assert!((0..18).all(|l| !cfg(0, 6).is_swa_layer(l)));
+        assert!(cfg(512, 6).has_swa() && cfg(512, 0).has_swa());
+        assert!(!cfg(512, 1).has_swa() && !cfg(0, 6).has_swa());
     }
 }

@@ -282,6 +282,7 @@ impl<'a, K: KvBuild<'a>> Engine<'a, K> {
             s.ffn_block(par, &w)?;
         }
         s.output_head(par, &self.model)?;
+        s.final_softcap();
         self.commit(batch)?;
         Ok(self.state.logits())
     }

@@ -407,6 +407,21 @@ impl RunState<'_> {
         self.add_projection(par, BlockOutput::Ffn, &w.w_down, post)
     }
 
+    /// Final logit soft-capping (gemma3, when the file sets it), as
+    /// llama.cpp: `l = c · tanh(l · (1/c))`, each step rounded; nothing when
+    /// `final_softcap` is 0.
+    pub(super) fn final_softcap(&mut self) {
+        let c = self.cfg.final_softcap;
+        if c.to_bits() == 0 {
+            return;
+        }
+        let inv = F32::ONE / c;
+        let n = self.n_logit_rows * self.cfg.vocab_size;
+        for l in &mut self.logits[..n] {
+            *l = (*l * inv).tanh() * c;
+        }
+    }
+
     /// `logits = output · rmsnorm(x) · output_norm` of the logit rows. A head
     /// of more than one row whose scratch would not fit runs in passes of
     /// `head_pass_rows` vocabulary rows (the same exact dots).

@@ -318,7 +318,9 @@ pub(super) struct RunState<'a> {
     /// Sets of RoPE angles per row: 2 when the sliding-window layers have
     /// their own base (global set first), else 1.
     pub(super) rope_sets: usize,
-    /// `1/sqrt(head_dim)`, as llama.cpp's `kq_scale`.
+    /// `1/sqrt(head_dim)` ([`Config::attn_scale_dim`]), as llama.cpp's
+    /// `kq_scale` (Gemma 3 scales Q by it instead: the same real product,
+    /// rounded once less).
     pub(super) attn_scale: F32,
     /// Output-head rows per pass (`vocab_size`: one pass).
     pub(super) head_pass_rows: usize,
@@ -371,7 +373,7 @@ impl<'a> RunState<'a> {
             theta_scale: kernels::rope_theta_scale(cfg.rope_base, cfg.n_rot),
             theta_scale_swa: kernels::rope_theta_scale(cfg.rope_base_swa, cfg.n_rot),
             rope_sets: rope_sets(&cfg),
-            attn_scale: F32::ONE / F32::from_u32(cfg.head_dim as u32).sqrt(),
+            attn_scale: F32::ONE / F32::from_u32(cfg.attn_scale_dim() as u32).sqrt(),
             head_pass_rows: layout.head_pass_rows,
             n_rows: 0,
             n_logit_rows: 0,

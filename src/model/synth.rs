@@ -79,6 +79,45 @@ impl SynthSpec {
         rope_freqs: false,
     };
 
+    /// A small gemma3 (q_dim 128 over dim 96, window 5, every 2nd layer
+    /// global), Q8_0: compared with llama.cpp by `tests/arch_llamacpp.rs`.
+    pub const GEMMA3: SynthSpec = SynthSpec {
+        arch: Arch::Gemma3,
+        dim: 96,
+        hidden_dim: 128,
+        n_layers: 2,
+        n_heads: 4,
+        n_kv_heads: 2,
+        n_rot: 32,
+        vocab_size: 96,
+        weight_type: GgmlType::Q8_0,
+        embd_type: GgmlType::Q8_0,
+        separate_output: false,
+        seed: 7,
+        head_dim: 32,
+        sliding_window: 5,
+        rope_freqs: false,
+    };
+
+    /// A small qwen3 (q_dim 128 over dim 64), Q8_0.
+    pub const QWEN3: SynthSpec = SynthSpec {
+        arch: Arch::Qwen3,
+        dim: 64,
+        head_dim: 32,
+        n_rot: 32,
+        weight_type: GgmlType::Q8_0,
+        seed: 8,
+        ..SynthSpec::TINY
+    };
+
+    /// A small llama with Llama 3.x frequency factors, Q8_0.
+    pub const LLAMA3: SynthSpec = SynthSpec {
+        rope_freqs: true,
+        weight_type: GgmlType::Q8_0,
+        seed: 9,
+        ..SynthSpec::TINY
+    };
+
     /// Dimensions per head: [`SynthSpec::head_dim`], or `dim / n_heads`.
     pub const fn head_dim(&self) -> usize {
         if self.head_dim > 0 {
@@ -482,8 +521,24 @@ fn write_metadata(w: &mut Writer<'_>, spec: &SynthSpec) -> Result<()> {
         )?;
     }
     if spec.arch == Arch::Gemma3 {
+        // Every 2nd layer global (so a 2-layer model has both kinds), the
+        // local layers' RoPE base 1000 (not the global 10000), logits
+        // soft-capped at 0.5 (the synthetic logits are small: a larger cap
+        // would hardly act).
         let window = spec.sliding_window as u32;
         w.add_u32(arch_key(&mut kb, arch, "attention.sliding_window")?, window)?;
+        w.add_u32(
+            arch_key(&mut kb, arch, "attention.sliding_window_pattern")?,
+            2,
+        )?;
+        w.add_f32(
+            arch_key(&mut kb, arch, "rope.freq_base_swa")?,
+            F32::from_u32(1000),
+        )?;
+        w.add_f32(
+            arch_key(&mut kb, arch, "final_logit_softcapping")?,
+            F32::from_bits(0x3F00_0000), // 0.5
+        )?;
     }
     // 10000 and 1e-5 (0x3727C5AC) as binary32 bits.
     w.add_f32(

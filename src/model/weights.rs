@@ -214,15 +214,27 @@ impl Config {
             .get_f32(key(a, "rope.freq_base").as_str())?
             .unwrap_or(F32::from_bits(0x461C_4000)); // 10000.0
         // Gemma 3 as llama.cpp loads it: a window from
-        // `attention.sliding_window`, every 6th layer global, the local
-        // layers' RoPE base 10000 unless the file names one.
+        // `attention.sliding_window` (absent or 0: none), layer l global iff
+        // l % p == p - 1 with p = `attention.sliding_window_pattern` or 6,
+        // the local layers' RoPE base `rope.freq_base_swa` or 10000.
         let (sliding_window, swa_pattern) = match arch {
-            Arch::Gemma3 => (need(file, a, "attention.sliding_window")?, 6),
+            Arch::Gemma3 => match get_usize(file, a, "attention.sliding_window")? {
+                Some(w) if w > 0 => (
+                    w,
+                    get_usize(file, a, "attention.sliding_window_pattern")?.unwrap_or(6),
+                ),
+                _ => (0, 0),
+            },
             _ => (0, 0),
         };
         let rope_base_swa = file
             .get_f32(key(a, "rope.freq_base_swa").as_str())?
             .unwrap_or(F32::from_bits(0x461C_4000)); // 10000.0
+        let final_softcap = match arch {
+            Arch::Gemma3 => file.get_f32(key(a, "final_logit_softcapping").as_str())?,
+            _ => None,
+        }
+        .unwrap_or(F32::ZERO);
         let eps = file
             .get_f32(key(a, "attention.layer_norm_rms_epsilon").as_str())?
             .ok_or_else(|| missing_key(a, "attention.layer_norm_rms_epsilon"))?;
@@ -246,6 +258,7 @@ impl Config {
             sliding_window,
             swa_pattern,
             rope_base_swa,
+            final_softcap,
         };
         cfg.validate()?;
         Ok(cfg)
