@@ -1,24 +1,38 @@
-//! Matmul speed on SmolLM2-135M shapes: detllm's exact kernels against a
-//! hardware-f32 implementation of llama.cpp's per-block formula (generic C
-//! path: integer block sum, `sumf += (dx*dy)*sumi + m*s` / `sumi*(dx*dy)`),
-//! single thread, M = 1 and M = 8. Throughput is in multiply-adds
-//! (M · n_in · n_out) per second; ns/MAC = 1 / throughput.
+//! Matmul speed per weight format: detllm's exact kernels (`detllm`: the
+//! best path; `detllm_reference`: `dot_row` per cell, the path every format
+//! without a blocked kernel takes) against a hardware-f32 implementation of
+//! llama.cpp's per-block formula (`llama_f32`, generic C path: integer block
+//! sum, `sumf += (dx*dy)*sumi + m*s` / `sumi*(dx*dy)`), single thread,
+//! M = 1 and M = 8. Q4_1 and Q8_0 on SmolLM2-135M shapes, Q5_0 on
+//! Qwen2.5-0.5B shapes (most of its Q4_K_M file is Q5_0), Q4_K, Q5_K and Q6_K on
+//! the FFN-down shapes of Qwen2.5-0.5B and Gemma 3 270M (the K-quant
+//! formula is written per 32-sub-block against the same 32-blocks of x,
+//! not llama.cpp's 256-element Q8_K activations). Throughput is in
+//! multiply-adds (M · n_in · n_out) per second; ns/MAC = 1 / throughput.
 //!
 //! Run: `CARGO_TARGET_DIR=... cargo bench --features std --bench kernels`
 //! (`DETLLM_BENCH_FILTER=q4_1` etc. goes to criterion as a filter argument).
 #![allow(clippy::needless_range_loop)] // the baseline mirrors the C loops
 use criterion::{BenchmarkId, Criterion, Throughput, black_box};
+use detllm::quant::fast::{KernelPath, rows_kernel_with};
 use detllm::quant::{ActKind, GgmlType, QActs, QMatrix};
 use detllm::{Arena, F32, Serial, kernels::matmul};
 use std::time::Duration;
 
-const SHAPES: [(usize, usize); 5] = [
+const SMOL_SHAPES: [(usize, usize); 5] = [
     (576, 576),
     (576, 192),
     (576, 1536),
     (1536, 576),
     (576, 49152),
 ];
+
+/// K-quant rows (a multiple of 256): Qwen2.5-0.5B's FFN down, Gemma 3
+/// 270M's FFN down.
+const K_SHAPES: [(usize, usize); 2] = [(4864, 896), (2048, 640)];
+
+/// Qwen2.5-0.5B: q/o, k/v, FFN up/gate, FFN down.
+const QWEN_SHAPES: [(usize, usize); 4] = [(896, 896), (896, 128), (896, 4864), (4864, 896)];
 
 struct Rng(u64);
 impl Rng {
@@ -46,9 +60,13 @@ fn weights(ty: GgmlType, n_in: usize, n_out: usize, rng: &mut Rng) -> Vec<u8> {
             *x = rng.next() as u8;
         }
         let d = 0.01 * (1.5 + 0.5 * rng.unit());
-        b[0..2].copy_from_slice(&f16(d).to_le_bytes());
+        let at = if ty == GgmlType::Q6_K { 208 } else { 0 };
+        b[at..at + 2].copy_from_slice(&f16(d).to_le_bytes());
         if ty == GgmlType::Q4_1 {
             b[2..4].copy_from_slice(&f16(-8.0 * d).to_le_bytes());
+        }
+        if matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K) {
+            b[2..4].copy_from_slice(&f16(0.5 * d).to_le_bytes());
         }
     }
     w
@@ -87,6 +105,57 @@ impl Llama {
             })
             .collect()
     }
+    /// The K-quant formula per 32-sub-block `j` against the 32-blocks of
+    /// x: Q4_K (Q5_K with 5-bit `q`) `sumf += d·dy·sc·Σ q·y − dmin·dy·mn·Σ y`, Q6_K
+    /// `sumf += d·dy·(sc_2j·Σ_16 q·y + sc_2j+1·Σ_16 q·y)`.
+    fn kquant_dot(&self, ty: GgmlType, row: &[u8], x: &[(f32, f32, [i8; 32])]) -> f32 {
+        let mut sumf = 0f32;
+        for (b, ys) in row.chunks(ty.type_size()).zip(x.chunks(8)) {
+            for (j, y) in ys.iter().enumerate() {
+                if ty != GgmlType::Q6_K {
+                    let s = &b[4..16];
+                    let (sc, mn) = if j < 4 {
+                        (s[j] & 63, s[j + 4] & 63)
+                    } else {
+                        (
+                            (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4),
+                            (s[j + 4] >> 4) | ((s[j] >> 6) << 4),
+                        )
+                    };
+                    // Q5_K: qh at 16 (bit j of qh[l] adds 16), nibbles at 48.
+                    let q5 = ty == GgmlType::Q5_K;
+                    let at = if q5 { 48 } else { 16 } + 32 * (j / 2);
+                    let q = &b[at..at + 32];
+                    let (mut sumq, mut bs) = (0i32, 0i32);
+                    for l in 0..32 {
+                        let mut v = if j % 2 == 0 { q[l] & 15 } else { q[l] >> 4 };
+                        if q5 {
+                            v |= ((b[16 + l] >> j) & 1) << 4;
+                        }
+                        sumq += v as i32 * y.2[l] as i32;
+                        bs += y.2[l] as i32;
+                    }
+                    sumf += self.h(b) * y.0 * (sc as i32 * sumq) as f32
+                        - self.h(&b[2..]) * y.0 * (mn as i32 * bs) as f32;
+                } else {
+                    let (h, k) = (j / 4, j % 4);
+                    let mut sumi = 0i32;
+                    for g in 0..2 {
+                        let mut sq = 0i32;
+                        for l in 16 * g..16 * g + 16 {
+                            let ql = b[64 * h + 32 * (k % 2) + l] >> (4 * (k / 2)) & 15;
+                            let qh = (b[128 + 32 * h + l] >> (2 * k)) & 3;
+                            sq += ((ql | qh << 4) as i32 - 32) * y.2[l] as i32;
+                        }
+                        sumi += b[192 + 2 * j + g] as i8 as i32 * sq;
+                    }
+                    sumf += self.h(&b[208..]) * y.0 * sumi as f32;
+                }
+            }
+        }
+        sumf
+    }
+
     fn matmul(
         &self,
         ty: GgmlType,
@@ -99,9 +168,22 @@ impl Llama {
         let n_out = w.len() / rb;
         for (o, row) in w.chunks(rb).enumerate() {
             for (m, x) in xq.iter().enumerate() {
+                if matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K) {
+                    out[m * n_out + o] = self.kquant_dot(ty, row, x);
+                    continue;
+                }
                 let mut sumf = 0f32;
                 for (b, y) in row.chunks(ty.type_size()).zip(x) {
-                    if ty == GgmlType::Q4_1 {
+                    if ty == GgmlType::Q5_0 {
+                        let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
+                        let mut sumi = 0i32;
+                        for j in 0..16 {
+                            let lo = (b[6 + j] & 15) as i32 | (((qh >> j) & 1) << 4) as i32;
+                            let hi = (b[6 + j] >> 4) as i32 | (((qh >> (j + 16)) & 1) << 4) as i32;
+                            sumi += (lo - 16) * y.2[j] as i32 + (hi - 16) * y.2[j + 16] as i32;
+                        }
+                        sumf += sumi as f32 * (self.h(b) * y.0);
+                    } else if ty == GgmlType::Q4_1 {
                         let qs = &b[4..20];
                         let mut sumi = 0i32;
                         for j in 0..16 {
@@ -123,19 +205,27 @@ impl Llama {
     }
 }
 
+/// A weight format, its group name and its shapes `(n_in, n_out)`.
+type Format = (GgmlType, &'static str, &'static [(usize, usize)]);
+
 fn bench(c: &mut Criterion) {
     let llama = Llama::new();
     let mut rng = Rng(1);
     let mut arena_buf = vec![0u8; 1 << 20];
-    for ty in [GgmlType::Q4_1, GgmlType::Q8_0] {
-        let mut g = c.benchmark_group(format!(
-            "matmul_{}",
-            if ty == GgmlType::Q4_1 { "q4_1" } else { "q8_0" }
-        ));
+    let formats: [Format; 6] = [
+        (GgmlType::Q4_1, "q4_1", &SMOL_SHAPES),
+        (GgmlType::Q8_0, "q8_0", &SMOL_SHAPES),
+        (GgmlType::Q5_0, "q5_0", &QWEN_SHAPES),
+        (GgmlType::Q4_K, "q4_k", &K_SHAPES),
+        (GgmlType::Q5_K, "q5_k", &K_SHAPES),
+        (GgmlType::Q6_K, "q6_k", &K_SHAPES),
+    ];
+    for (ty, name, shapes) in formats {
+        let mut g = c.benchmark_group(format!("matmul_{name}"));
         g.warm_up_time(Duration::from_millis(300))
             .measurement_time(Duration::from_millis(1200))
             .sample_size(10);
-        for &(n_in, n_out) in &SHAPES {
+        for &(n_in, n_out) in shapes {
             let w = weights(ty, n_in, n_out, &mut rng);
             let qm = QMatrix::new(ty, n_in, n_out, &w).unwrap();
             for m in [1usize, 8] {
@@ -152,6 +242,12 @@ fn bench(c: &mut Criterion) {
                     b.iter(|| {
                         matmul::matmul(&Serial, &qm, black_box(&acts), &mut out, &mut scratch)
                             .unwrap()
+                    })
+                });
+                let mut rout = vec![F32::ZERO; m * n_out];
+                g.bench_function(BenchmarkId::new("detllm_reference", &id), |b| {
+                    b.iter(|| {
+                        rows_kernel_with(&qm, 0, black_box(&acts), &mut rout, KernelPath::Reference)
                     })
                 });
                 let xq: Vec<_> = x.chunks(n_in).map(|r| llama.quantize(r)).collect();

@@ -8,4 +8,4 @@ cd "$(dirname "$0")/.."
 model="$(bash scripts/fetch-model.sh)"
 prompt="${1:-What is the boiling point of water?}"
 cargo run --quiet --release --features cli -- generate --model "$model" --chat \
-    --prompt "$prompt" --max-tokens 64
+    --prompt "$prompt" --max-tokens 64 --temperature 0

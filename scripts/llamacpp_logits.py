@@ -16,9 +16,22 @@ prefill with all logits, then for a few positions of it:
   mean, std: of the whole row (49152 logits);
   margin:  top-1 minus top-2.
 Values are rounded to 1e-4 (far below the band the test allows).
+
+Second mode, for tests/arch_llamacpp.rs (other architectures):
+    python3 scripts/llamacpp_logits.py arch NAME MODEL.gguf OUT.json [N_TOKENS]
+NAME is a label (gemma3-270m, qwen2.5-coder-0.5b, or a synthetic file's name).
+The text tests/data/ppl-text.txt is tokenized by llama.cpp (BOS as the
+vocabulary says), cut to N_TOKENS (default 256) and prefilled once with all
+logits; for every row the golden keeps the TOP_K_ARCH largest logits (id,
+value), the row's log-sum-exp (f64 over the whole row) and the logit of the
+next token, so the test can compute llama.cpp's perplexity, an approximate
+KL over the top-k plus the rest, and top-1 agreement without the tokenizer.
+A file without a vocabulary (synthetic) is given fixed ids instead: SYNTH_IDS.
 """
 import hashlib
 import json
+import os
+import struct
 import sys
 
 import llama_cpp
@@ -90,5 +103,131 @@ def main(model_path, out_path):
         f.write("\n")
 
 
+TOP_K_ARCH = 24
+TEXT = "tests/data/ppl-text.txt"
+
+
+def synth_ids(vocab, n):
+    """Fixed pseudo-random ids for a model without a tokenizer (an LCG)."""
+    x, out = 12345, []
+    for _ in range(n):
+        x = (x * 1103515245 + 12345) % (1 << 31)
+        out.append(x % vocab)
+    return out
+
+
+def _gguf_str(b):
+    return struct.pack("<Q", len(b)) + b
+
+
+def _skip_value(buf, at, ty):
+    """Offset after a GGUF value of type ty at buf[at:]."""
+    fixed = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+    if ty in fixed:
+        return at + fixed[ty]
+    if ty == 8:
+        (n,) = struct.unpack_from("<Q", buf, at)
+        return at + 8 + n
+    if ty == 9:
+        et, n = struct.unpack_from("<IQ", buf, at)
+        at += 12
+        for _ in range(n):
+            at = _skip_value(buf, at, et)
+        return at
+    raise ValueError(f"GGUF value type {ty}")
+
+
+def with_stub_vocab(path, out_path):
+    """A copy of the GGUF at path with a stand-in SentencePiece vocabulary
+    (llama.cpp refuses a file without one): <unk>, <s>, </s>, <0x0A>, then
+    t4, t5, ... up to the embedding's row count, scores 0. The tensor data
+    and its offsets are unchanged; the ids the test feeds never go through
+    this vocabulary."""
+    buf = open(path, "rb").read()
+    magic, version, n_tensors, n_kv = struct.unpack_from("<4sIQQ", buf, 0)
+    at = 24
+    for _ in range(n_kv):
+        (kl,) = struct.unpack_from("<Q", buf, at)
+        at += 8 + kl
+        (ty,) = struct.unpack_from("<I", buf, at)
+        at = _skip_value(buf, at + 4, ty)
+    kv_end = at
+    vocab = None
+    for _ in range(n_tensors):
+        (nl,) = struct.unpack_from("<Q", buf, at)
+        name = buf[at + 8: at + 8 + nl]
+        at += 8 + nl
+        (nd,) = struct.unpack_from("<I", buf, at)
+        dims = struct.unpack_from(f"<{nd}Q", buf, at + 4)
+        at += 4 + 8 * nd + 4 + 8
+        if name == b"token_embd.weight":
+            vocab = dims[1]
+    infos_end = at
+    align = 32
+    data_start = (infos_end + align - 1) // align * align
+    toks = [b"<unk>", b"<s>", b"</s>", b"<0x0A>"] + [f"t{i}".encode() for i in range(4, vocab)]
+    kinds = [2, 3, 3, 6] + [1] * (vocab - 4)
+    new = _gguf_str(b"tokenizer.ggml.model") + struct.pack("<I", 8) + _gguf_str(b"llama")
+    new += _gguf_str(b"tokenizer.ggml.tokens") + struct.pack("<IIQ", 9, 8, vocab)
+    new += b"".join(_gguf_str(t) for t in toks)
+    new += _gguf_str(b"tokenizer.ggml.scores") + struct.pack("<IIQ", 9, 6, vocab) + b"\0" * 4 * vocab
+    new += _gguf_str(b"tokenizer.ggml.token_type") + struct.pack("<IIQ", 9, 5, vocab)
+    new += struct.pack(f"<{vocab}i", *kinds)
+    head = struct.pack("<4sIQQ", magic, version, n_tensors, n_kv + 4)
+    meta = head + buf[24:kv_end] + new + buf[kv_end:infos_end]
+    meta += b"\0" * ((-len(meta)) % align)
+    with open(out_path, "wb") as f:
+        f.write(meta + buf[data_start:])
+
+
+def main_arch(name, model_path, out_path, n_tokens=256):
+    with open(model_path, "rb") as f:
+        sha = hashlib.sha256(f.read()).hexdigest()
+    if b"tokenizer.ggml.model" not in open(model_path, "rb").read(1 << 16):
+        stub = out_path + ".vocab.gguf"
+        with_stub_vocab(model_path, stub)
+        model_path = stub
+    llm = Llama(model_path=model_path, n_ctx=max(512, n_tokens), n_threads=2,
+                n_batch=max(512, n_tokens), logits_all=True, verbose=False, seed=0)
+    if llm.n_vocab() > 1000:
+        with open(TEXT, "rb") as f:
+            ids = llm.tokenize(f.read(), add_bos=True, special=False)[:n_tokens]
+    else:
+        ids = synth_ids(llm.n_vocab(), n_tokens)
+    llm.reset()
+    llm.eval(ids)
+    scores = np.array(llm.scores[: len(ids)], dtype=np.float64)
+    rows = []
+    for p, row in enumerate(scores):
+        m = row.max()
+        lse = m + np.log(np.exp(row - m).sum())
+        order = np.argsort(-row, kind="stable")[:TOP_K_ARCH]
+        rows.append({
+            "top": [[int(i), r4(row[i])] for i in order],
+            "lse": round(float(lse), 5),
+            "next": r4(row[ids[p + 1]]) if p + 1 < len(ids) else None,
+        })
+    out = {
+        "about": "llama.cpp's logits on a fixed text: per row the top-k (id, value), log-sum-exp and the "
+                 "next token's logit; read by tests/arch_llamacpp.rs. Regenerate: python3 "
+                 "scripts/llamacpp_logits.py arch NAME MODEL OUT [N] with llama-cpp-python==0.3.36.",
+        "name": name,
+        "model_sha256": sha,
+        "llama_cpp_python": llama_cpp.__version__,
+        "system_info": llama_cpp.llama_print_system_info().decode().strip(),
+        "settings": f"n_ctx {max(512, n_tokens)}, 2 threads, logits_all, F16 KV cache, one prefill",
+        "ids": ids,
+        "rows": rows,
+    }
+    with open(out_path, "w") as f:
+        json.dump(out, f, indent=None, separators=(",", ":"), ensure_ascii=False)
+        f.write("\n")
+    if model_path.endswith(".vocab.gguf"):
+        os.remove(model_path)
+
+
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    if sys.argv[1] == "arch":
+        main_arch(sys.argv[2], sys.argv[3], sys.argv[4], *(int(a) for a in sys.argv[5:6]))
+    else:
+        main(sys.argv[1], sys.argv[2])

@@ -7,9 +7,12 @@
 //!    sequence: a logit `l > 0` becomes `l / penalty`, otherwise `l * penalty`
 //!    (each distinct token once);
 //! 2. `temperature == 0` → greedy: the largest logit, ties to the lowest id;
-//! 3. candidates sorted by (logit descending, id ascending) — a total order,
-//!    so the result does not depend on the sort algorithm;
-//! 4. top-k keeps the first `k` (0 = off);
+//! 3. candidates ordered by (logit descending, NaN as −∞, then id
+//!    ascending) — a total order, so the result does not depend on the
+//!    selection or sort algorithm;
+//! 4. top-k keeps the first `k` (0 = off); for `k` up to half the row only
+//!    those `k` are put in order (a bounded heap over the row, then a sort
+//!    of `k`), so a top-k sample costs about one pass over the logits;
 //! 5. top-p: softmax of the kept logits, keep the shortest prefix whose
 //!    probability sum (left to right) reaches `p` (1 = off);
 //! 6. min-p: keep candidates whose probability ≥ `min_p` × the largest (0 = off);
@@ -20,6 +23,12 @@
 //!
 //! Softmax here is `e_i = exp(l_i - max)`, sum left to right from +0,
 //! `p_i = e_i * (1 / sum)` — the same formula the attention softmax uses.
+//!
+//! Verified in `tests/sample.rs`: the heap selection against the earlier
+//! full sort of every candidate (kept there as the reference) on random
+//! rows with ties, ±0, ±∞ and NaN under random parameters — the same token
+//! and generator state every time; the draw's frequencies against the exact
+//! softmax over all 2^24 random inputs it can see.
 
 #![forbid(unsafe_code)]
 
@@ -87,6 +96,23 @@ impl SamplingParams {
         seed: 0,
     };
 
+    /// llama.cpp's default sampler (`common_params_sampling` in its
+    /// `common/common.h`, as of llama-cpp-python 0.3.36): temperature 0.8,
+    /// top-k 40, top-p 0.95, min-p 0.05, repetition penalty off (1.0) over the
+    /// last 64 tokens; its other samplers (DRY, XTC, typical-p, top-n-σ,
+    /// mirostat) are off by default there and absent here. The floats are
+    /// the `f32` nearest the decimal (the same bits `0.8f` gives). Seed 0:
+    /// callers without a seed of their own choose one and report it.
+    pub const LLAMA_DEFAULTS: SamplingParams = SamplingParams {
+        temperature: F32::from_bits(0x3F4C_CCCD),
+        top_k: 40,
+        top_p: F32::from_bits(0x3F73_3333),
+        min_p: F32::from_bits(0x3D4C_CCCD),
+        repeat_penalty: F32::ONE,
+        penalty_last_n: 64,
+        seed: 0,
+    };
+
     /// `Err(InvalidSampling { param })` naming the first parameter that is
     /// NaN, negative or infinite (`temperature`, `top_p`, `min_p`,
     /// `repeat_penalty`, checked in that order), or a zero `repeat_penalty`.
@@ -139,8 +165,11 @@ fn order_key(l: F32) -> i32 {
 
 /// Workspace and state for sampling one sequence at a time.
 pub struct Sampler<'a> {
-    ids: &'a mut [u32],
+    /// The logits after the repetition penalty.
     vals: &'a mut [F32],
+    /// Candidate order: token ids, or (top-k up to half the row) a heap of
+    /// [`rank_key`]s, each as two words (high, low).
+    work: &'a mut [u32],
 }
 
 impl<'a> Sampler<'a> {
@@ -164,9 +193,9 @@ impl<'a> Sampler<'a> {
                 available: arena.remaining(),
             });
         }
-        let ids = arena.alloc::<u32>(vocab_size)?;
+        let work = arena.alloc::<u32>(vocab_size)?;
         let vals = arena.alloc::<F32>(vocab_size)?;
-        Ok(Sampler { ids, vals })
+        Ok(Sampler { vals, work })
     }
 
     /// Picks the next token from `logits` (not modified). `recent` holds the
@@ -190,10 +219,10 @@ impl<'a> Sampler<'a> {
         if n == 0 {
             return Err(empty);
         }
-        if n > self.ids.len() {
+        if n > self.vals.len() {
             return Err(Error::BufferTooSmall {
                 needed: n,
-                available: self.ids.len(),
+                available: self.vals.len(),
             });
         }
         let vals = &mut self.vals[..n];
@@ -204,24 +233,45 @@ impl<'a> Sampler<'a> {
         if params.temperature.is_zero() {
             return argmax(vals).ok_or(empty);
         }
-        // 3. Sort candidates by (logit desc, id asc); NaN logits last.
-        let ids = &mut self.ids[..n];
-        sort_candidates(ids, vals);
-        // 4–6. Top-k, top-p, min-p.
-        let kept = &ids[..kept_candidates(vals, ids, params)];
-        // 7–8. Temperature softmax and the draw.
-        let max = nan_last(vals[ids[0] as usize]);
-        let sum = exp_sum(vals, kept, max, params.temperature);
-        let target = rng.next_unit() * sum;
-        let mut cum = F32::ZERO;
-        for &id in kept {
-            cum = cum + temp_exp(nan_last(vals[id as usize]), max, params.temperature);
-            if cum.gt(target) {
-                return Ok(id);
-            }
+        // 3–4. The first `k` candidates in (logit desc, id asc) order.
+        let k = match params.top_k as usize {
+            0 => n,
+            k => k.min(n),
+        };
+        let work = &mut self.work[..n];
+        if 2 * k <= n {
+            let heap = KeyHeap(&mut work[..2 * k]);
+            Ok(filter_and_draw(&heap.top(vals), params, rng))
+        } else {
+            let ids = Ids { ids: work, vals };
+            Ok(filter_and_draw(&ids.sorted(k), params, rng))
         }
-        Ok(kept[kept.len() - 1])
     }
+}
+
+/// Candidates in the chain's order: the `j`-th one's logit (NaN as −∞)
+/// and token id.
+trait Candidates {
+    fn len(&self) -> usize;
+    fn get(&self, j: usize) -> (F32, u32);
+}
+
+/// Steps 5–8 on the first top-k candidates `c` (non-empty): top-p, min-p,
+/// the temperature softmax and the draw.
+fn filter_and_draw<C: Candidates>(c: &C, params: &SamplingParams, rng: &mut SplitMix64) -> u32 {
+    let kept = kept_candidates(c, params);
+    let max = c.get(0).0;
+    let sum = exp_sum(c, kept, max, params.temperature);
+    let target = rng.next_unit() * sum;
+    let mut cum = F32::ZERO;
+    for j in 0..kept {
+        let (l, id) = c.get(j);
+        cum = cum + temp_exp(l, max, params.temperature);
+        if cum.gt(target) {
+            return id;
+        }
+    }
+    c.get(kept - 1).1
 }
 
 /// Step 1: each distinct token among the last `penalty_last_n` of `recent`
@@ -246,41 +296,168 @@ fn apply_repeat_penalty(vals: &mut [F32], params: &SamplingParams, recent: &[u32
     }
 }
 
-/// A logit as ranked by the sampler: NaN as −∞.
-fn nan_last(v: F32) -> F32 {
-    if v.is_nan() { F32::NEG_INFINITY } else { v }
+/// A candidate as one `u64` whose ascending order is the chain's candidate
+/// order: the high half is the logit (NaN taken as −∞) in IEEE `totalOrder`
+/// reversed (so +0 ranks before −0, as `F32::total_cmp` orders them), the
+/// low half the token id. Keys are distinct, so any correct selection or
+/// sort of them gives one result.
+#[inline(always)]
+fn rank_key(l: F32, id: u32) -> u64 {
+    let b = if l.is_nan() {
+        F32::NEG_INFINITY.to_bits()
+    } else {
+        l.to_bits()
+    };
+    // totalOrder as a signed integer, then as an unsigned one, reversed.
+    let t = (b as i32) ^ (((b as i32 >> 31) as u32) >> 1) as i32;
+    let desc = !((t as u32) ^ 0x8000_0000);
+    (u64::from(desc) << 32) | u64::from(id)
 }
 
-/// Step 3: `ids` = all token ids sorted by (logit descending, id
-/// ascending), NaN logits last.
-fn sort_candidates(ids: &mut [u32], vals: &[F32]) {
-    for (i, id) in ids.iter_mut().enumerate() {
-        *id = i as u32;
-    }
-    ids.sort_unstable_by(|&a, &b| {
-        nan_last(vals[b as usize])
-            .total_cmp(nan_last(vals[a as usize]))
-            .then(a.cmp(&b))
-    });
+/// The logit a [`rank_key`] holds (NaN comes back as −∞).
+#[inline(always)]
+fn key_value(key: u64) -> F32 {
+    let t = (!((key >> 32) as u32) ^ 0x8000_0000) as i32;
+    // The totalOrder map is its own inverse (it keeps the sign bit).
+    F32::from_bits((t ^ (((t >> 31) as u32) >> 1) as i32) as u32)
 }
 
-/// Steps 4–6: how many of the sorted candidates `ids` (non-empty) top-k,
-/// then top-p, then min-p keep (at least one).
-fn kept_candidates(vals: &[F32], ids: &[u32], params: &SamplingParams) -> usize {
-    // 4. Top-k.
-    let mut kept = ids.len();
-    if params.top_k > 0 {
-        kept = kept.min(params.top_k as usize);
+/// The token id a [`rank_key`] holds.
+#[inline(always)]
+fn key_id(key: u64) -> u32 {
+    key as u32
+}
+
+/// Steps 3–4 for a small `k`: the `k` smallest [`rank_key`]s of a row, as
+/// a max-heap of two-word keys while the row is scanned, then sorted.
+///
+/// Each logit costs one comparison against the heap's worst unless it
+/// enters (typically `O(k log(n/k))` times), so a 150k vocabulary costs
+/// one pass instead of a full sort.
+struct KeyHeap<'w>(&'w mut [u32]);
+
+impl KeyHeap<'_> {
+    #[inline(always)]
+    fn key(&self, i: usize) -> u64 {
+        (u64::from(self.0[2 * i]) << 32) | u64::from(self.0[2 * i + 1])
     }
-    // Probabilities of the kept candidates at temperature 1, in sorted order.
-    let max = nan_last(vals[ids[0] as usize]);
+
+    #[inline(always)]
+    fn set(&mut self, i: usize, key: u64) {
+        self.0[2 * i] = (key >> 32) as u32;
+        self.0[2 * i + 1] = key as u32;
+    }
+
+    /// The first `self.len()` (1 ≤ k < `vals.len()`) candidates of `vals`
+    /// in order.
+    fn top(mut self, vals: &[F32]) -> Self {
+        let k = self.0.len() / 2;
+        for (i, &v) in vals.iter().enumerate().take(k) {
+            self.set(i, rank_key(v, i as u32));
+        }
+        for i in (0..k / 2).rev() {
+            self.sift_down(i, k);
+        }
+        for (i, &v) in vals.iter().enumerate().skip(k) {
+            let key = rank_key(v, i as u32);
+            if key < self.key(0) {
+                self.set(0, key);
+                self.sift_down(0, k);
+            }
+        }
+        // Heapsort: move the largest behind the shrinking heap.
+        for end in (1..k).rev() {
+            let (top, last) = (self.key(0), self.key(end));
+            self.set(0, last);
+            self.set(end, top);
+            self.sift_down(0, end);
+        }
+        self
+    }
+
+    /// Restores the max-heap property of the first `len` keys below `i`.
+    fn sift_down(&mut self, mut i: usize, len: usize) {
+        loop {
+            let l = 2 * i + 1;
+            if l >= len {
+                return;
+            }
+            let r = l + 1;
+            let c = if r < len && self.key(r) > self.key(l) {
+                r
+            } else {
+                l
+            };
+            let (kc, ki) = (self.key(c), self.key(i));
+            if kc <= ki {
+                return;
+            }
+            self.set(i, kc);
+            self.set(c, ki);
+            i = c;
+        }
+    }
+}
+
+impl Candidates for KeyHeap<'_> {
+    fn len(&self) -> usize {
+        self.0.len() / 2
+    }
+
+    fn get(&self, j: usize) -> (F32, u32) {
+        let key = self.key(j);
+        (key_value(key), key_id(key))
+    }
+}
+
+/// Steps 3–4 for a large `k` (or none): every token id ordered by its
+/// [`rank_key`], then cut to `k`.
+struct Ids<'w> {
+    ids: &'w mut [u32],
+    vals: &'w [F32],
+}
+
+impl<'w> Ids<'w> {
+    /// The first `k` (1 ≤ k ≤ `vals.len()`) ids in order.
+    fn sorted(self, k: usize) -> Self {
+        for (i, id) in self.ids.iter_mut().enumerate() {
+            *id = i as u32;
+        }
+        let vals = self.vals;
+        self.ids
+            .sort_unstable_by_key(|&id| rank_key(vals[id as usize], id));
+        Ids {
+            ids: &mut self.ids[..k],
+            vals,
+        }
+    }
+}
+
+impl Candidates for Ids<'_> {
+    fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    fn get(&self, j: usize) -> (F32, u32) {
+        let id = self.ids[j];
+        let l = self.vals[id as usize];
+        (if l.is_nan() { F32::NEG_INFINITY } else { l }, id)
+    }
+}
+
+/// Steps 5–6: how many of the ordered candidates `c` (non-empty, already
+/// cut to top-k) top-p, then min-p keep (at least one).
+fn kept_candidates<C: Candidates>(c: &C, params: &SamplingParams) -> usize {
+    let mut kept = c.len();
+    // Probabilities of the kept candidates at temperature 1, in order.
+    let max = c.get(0).0;
     // 5. Top-p.
     if params.top_p.lt(F32::ONE) {
-        let sum = exp_sum(vals, &ids[..kept], max, F32::ONE);
+        let sum = exp_sum(c, kept, max, F32::ONE);
         let inv = F32::ONE / sum;
         let mut cum = F32::ZERO;
-        for (j, &id) in ids[..kept].iter().enumerate() {
-            cum = cum + (nan_last(vals[id as usize]) - max).exp() * inv;
+        for j in 0..kept {
+            cum = cum + (c.get(j).0 - max).exp() * inv;
             if cum.ge(params.top_p) {
                 kept = j + 1;
                 break;
@@ -290,11 +467,7 @@ fn kept_candidates(vals: &[F32], ids: &[u32], params: &SamplingParams) -> usize 
     // 6. Min-p: p_i >= min_p * p_max  <=>  exp(l_i - max) >= min_p.
     if params.min_p.gt(F32::ZERO) {
         let mut m = 1;
-        while m < kept
-            && (nan_last(vals[ids[m] as usize]) - max)
-                .exp()
-                .ge(params.min_p)
-        {
+        while m < kept && (c.get(m).0 - max).exp().ge(params.min_p) {
             m += 1;
         }
         kept = m;
@@ -308,11 +481,10 @@ fn temp_exp(l: F32, max: F32, t: F32) -> F32 {
     (l / t - max / t).exp()
 }
 
-/// Σ exp((l_i - max) / t) over `ids`, left to right from +0.
-fn exp_sum(vals: &[F32], ids: &[u32], max: F32, t: F32) -> F32 {
-    ids.iter().fold(F32::ZERO, |acc, &id| {
-        acc + temp_exp(nan_last(vals[id as usize]), max, t)
-    })
+/// Σ exp((l_i - max) / t) over the first `kept` candidates, left to right
+/// from +0.
+fn exp_sum<C: Candidates>(c: &C, kept: usize, max: F32, t: F32) -> F32 {
+    (0..kept).fold(F32::ZERO, |acc, j| acc + temp_exp(c.get(j).0, max, t))
 }
 
 #[cfg(test)]

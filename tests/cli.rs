@@ -7,9 +7,13 @@
 //!   prompt the ids and digest of its solo run;
 //! * `bench --json` peak RSS is at most 1.10 × (model file + KV cache) (issue #9);
 //! * `generate` gives the same output with the model read into memory (the
-//!   default) and with it mapped (`DETLLM_MMAP=1`).
+//!   default) and with it mapped (`DETLLM_MMAP=1`);
+//! * `chat` and `generate --chat` sample with llama.cpp's default settings:
+//!   `--seed` twice gives the same bytes, a seed chosen without `--seed` is
+//!   printed on stderr and reproduces the reply, the flags spelled out give
+//!   the same reply, and the help says so.
 //!
-//! The last four need SmolLM2-135M (scripts/test.sh fetches it); without it
+//! The last six need SmolLM2-135M (scripts/test.sh fetches it); without it
 //! they fail when the run requires the model (scripts/test.sh, CI) and
 //! otherwise print a NOTICE naming the missing path and return.
 #![cfg(feature = "cli")]
@@ -260,6 +264,132 @@ fn bench_peak_rss_within_ten_percent_of_model_plus_kv() {
             rss * 100 <= base * 110,
             "batch {batch}: peak RSS {rss} > 1.10 x (model + KV) {base} ({:.3})",
             rss as f64 / base as f64
+        );
+    }
+}
+
+/// `detllm chat` on SmolLM2 with one question and `extra` flags: (stdout,
+/// stderr).
+fn chat(model: &std::path::Path, extra: &[&str]) -> (String, String) {
+    let mut cmd = bin();
+    cmd.args(["chat", "--max-tokens", "24", "--model"])
+        .arg(model)
+        .args(extra);
+    let (code, out, err) = run(&mut cmd, Some(b"What is the capital of France?\n"));
+    assert_eq!(code, 0, "{err}");
+    (out, err)
+}
+
+/// The seed a run reported on stderr ("seed N (--seed N reproduces)").
+fn reported_seed(stderr: &str) -> Option<String> {
+    let line = stderr.lines().find(|l| l.starts_with("seed "))?;
+    let seed = line.split_whitespace().nth(1)?;
+    assert!(
+        line.ends_with(&format!("(--seed {seed} reproduces)")),
+        "{line}"
+    );
+    Some(seed.to_owned())
+}
+
+#[test]
+fn chat_samples_like_llama_cpp_and_reports_its_seed() {
+    let Some(model) = support::model::path() else {
+        return;
+    };
+    // Chosen seed: reported, and it reproduces the reply.
+    let (first, err) = chat(&model, &[]);
+    let seed = reported_seed(&err).unwrap_or_else(|| panic!("no seed on stderr: {err}"));
+    assert!(!first.trim().is_empty(), "empty reply");
+    let (again, err) = chat(&model, &["--seed", &seed]);
+    assert_eq!(again, first, "--seed {seed} did not reproduce the reply");
+    assert_eq!(reported_seed(&err), None, "a given seed is not reported");
+    // The same seed twice: the same bytes; the defaults spelled out: the same.
+    assert_eq!(chat(&model, &["--seed", &seed]).0, first);
+    let spelled = [
+        "--temperature",
+        "0.8",
+        "--top-k",
+        "40",
+        "--top-p",
+        "0.95",
+        "--min-p",
+        "0.05",
+        "--repeat-penalty",
+        "1",
+        "--seed",
+        &seed,
+    ];
+    assert_eq!(
+        chat(&model, &spelled).0,
+        first,
+        "defaults are not llama.cpp's"
+    );
+    // Greedy is still there on request, and reports no seed.
+    let (_, err) = chat(&model, &["--temperature", "0"]);
+    assert_eq!(reported_seed(&err), None);
+}
+
+#[test]
+fn generate_chat_reports_a_seed_that_reproduces_and_plain_generate_is_greedy() {
+    let Some(model) = support::model::path() else {
+        return;
+    };
+    let q = "What is the capital of France?";
+    let mut cmd = bin();
+    cmd.args([
+        "generate",
+        "--json",
+        "--chat",
+        "--max-tokens",
+        "16",
+        "--model",
+    ])
+    .arg(&model)
+    .args(["--prompt", q]);
+    let (code, out, err) = run(&mut cmd, None);
+    assert_eq!(code, 0, "{err}");
+    let seed = reported_seed(&err).unwrap_or_else(|| panic!("no seed on stderr: {err}"));
+    let first: Value = serde_json::from_str(&out).expect("JSON");
+    let mut cmd = bin();
+    cmd.args([
+        "generate",
+        "--json",
+        "--chat",
+        "--max-tokens",
+        "16",
+        "--model",
+    ])
+    .arg(&model)
+    .args(["--prompt", q, "--seed", &seed]);
+    let (code, out, err) = run(&mut cmd, None);
+    assert_eq!(code, 0, "{err}");
+    let again: Value = serde_json::from_str(&out).expect("JSON");
+    assert_eq!(again["digest"], first["digest"], "--seed {seed}");
+    assert_eq!(again["ids"], first["ids"], "--seed {seed}");
+    // Without --chat: greedy, no seed to report.
+    let mut cmd = bin();
+    cmd.args(["generate", "--json", "--max-tokens", "4", "--model"])
+        .arg(&model)
+        .args(["--prompt", q]);
+    let (code, _, err) = run(&mut cmd, None);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(reported_seed(&err), None, "{err}");
+}
+
+#[test]
+fn chat_help_documents_the_default_sampler_and_the_seed() {
+    let (code, out, err) = run(bin().args(["chat", "--help"]), None);
+    assert_eq!(code, 0, "{err}");
+    for needle in [
+        "llama.cpp's defaults",
+        "temperature 0.8",
+        "top-k 40",
+        "--seed",
+        "printed on stderr",
+    ] {
+        assert!(
+            out.contains(needle),
+            "`chat --help` lacks {needle:?}:\n{out}"
         );
     }
 }

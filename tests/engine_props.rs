@@ -68,7 +68,7 @@ fn arb_spec() -> impl Strategy<Value = SynthSpec> {
         GgmlType::Q4_1,
     ]);
     (
-        any::<bool>(),
+        0u8..5,
         1usize..=2,
         1usize..=4,
         plain,
@@ -80,7 +80,7 @@ fn arb_spec() -> impl Strategy<Value = SynthSpec> {
         0u8..8,
     )
         .prop_map(
-            |(qwen, n_kv, ratio, wt, et, sep, half_rot, k_quant, seed, n_layers)| {
+            |(family, n_kv, ratio, wt, et, sep, half_rot, k_quant, seed, n_layers)| {
                 let head_dim = 32;
                 let mut n_heads = n_kv * ratio;
                 let (mut weight_type, mut hidden_dim) = (wt, 64);
@@ -95,9 +95,34 @@ fn arb_spec() -> impl Strategy<Value = SynthSpec> {
                     };
                 }
                 let n_kv_heads = if n_heads % n_kv == 0 { n_kv } else { 1 };
+                // 0 llama, 1 qwen2, 2 qwen3, 3 gemma3, 4 llama + rope_freqs.
+                let arch = [
+                    Arch::Llama,
+                    Arch::Qwen2,
+                    Arch::Qwen3,
+                    Arch::Gemma3,
+                    Arch::Llama,
+                ][family as usize];
+                let own_head_dim = matches!(arch, Arch::Qwen3 | Arch::Gemma3);
+                // qwen3/gemma3 name head_dim (key_length); off the K-quant
+                // path the residual is then one block wider than q_dim.
+                let dim = n_heads * head_dim
+                    + if own_head_dim && hidden_dim == 64 && seed & 2 == 0 {
+                        32
+                    } else {
+                        0
+                    };
                 SynthSpec {
-                    arch: if qwen { Arch::Qwen2 } else { Arch::Llama },
-                    dim: n_heads * head_dim,
+                    arch,
+                    head_dim: if own_head_dim { head_dim } else { 0 },
+                    // Short windows, so that the test sequences cross them.
+                    sliding_window: if arch == Arch::Gemma3 {
+                        1 + (seed >> 8) as usize % 6
+                    } else {
+                        0
+                    },
+                    rope_freqs: family == 4,
+                    dim,
                     hidden_dim,
                     n_layers: 1 + usize::from(n_layers % 2),
                     n_heads,

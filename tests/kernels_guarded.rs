@@ -43,7 +43,11 @@ use support::quant::Rng;
 /// byte offsets of the f16 scales in one of its blocks. The scales are set
 /// to model-like values (random ones would mostly send a chunk to the
 /// wide `i128` fallback instead of the SIMD code).
-const FAST_FORMATS: &[(GgmlType, &[usize])] = &[(GgmlType::Q4_1, &[0, 2]), (GgmlType::Q8_0, &[0])];
+const FAST_FORMATS: &[(GgmlType, &[usize])] = &[
+    (GgmlType::Q4_1, &[0, 2]),
+    (GgmlType::Q5_0, &[0]),
+    (GgmlType::Q8_0, &[0]),
+];
 
 /// The paths to check: the blocked kernel in portable Rust, the AVX2 build,
 /// the widest build. Under Miri, where a SIMD path falls back to the

@@ -8,8 +8,9 @@
 //!
 //! | weights | `Reference` | `Portable` | `Auto` | `Avx2` |
 //! |---|---|---|---|---|
-//! | Q4_1, Q8_0 | `dot_row` per cell | blocked, portable split kernels | blocked, the widest fused build the CPU runs (AVX-512 VNNI, else AVX2), else portable | blocked, the AVX2 fused build, else portable |
-//! | Q4_0, Q5_1, F16, F32, Q4_K, BF16 | `dot_row` | `dot_row` | `dot_row` | `dot_row` |
+//! | Q4_1, Q5_0, Q8_0 | `dot_row` per cell | blocked, portable split kernels | blocked, the widest fused build the CPU runs (AVX-512 VNNI, else AVX2), else portable | blocked, the AVX2 fused build, else portable |
+//! | Q4_K, Q5_K, Q6_K | `dot_row` per cell | every row: the K-quant row kernel's portable body | its widest build (AVX-512, else AVX2), else portable | its AVX2 build, else portable |
+//! | Q4_0, Q5_1, F16, F32, BF16 | `dot_row` | `dot_row` | `dot_row` | `dot_row` |
 //!
 //! "Blocked" covers whole groups of [`ROW_GROUP`] rows; the rows past the
 //! last whole group always go through `dot_row`. For the formats without a
@@ -24,11 +25,15 @@ use detllm::{Arena, F32, Serial, kernels::matmul};
 use proptest::prelude::*;
 use support::quant::Rng;
 
-const TYPES: [GgmlType; 10] = [
+const TYPES: [GgmlType; 14] = [
     GgmlType::Q4_1,
     GgmlType::Q8_0,
+    GgmlType::Q5_0,
     GgmlType::Q4_1,
     GgmlType::Q8_0,
+    GgmlType::Q5_0,
+    GgmlType::Q6_K,
+    GgmlType::Q5_K,
     GgmlType::Q4_0,
     GgmlType::Q5_1,
     GgmlType::F16,
@@ -62,8 +67,13 @@ fn weights(rng: &mut Rng, ty: GgmlType, n_in: usize, n_out: usize, wild: bool) -
         } else {
             f16(rng.f32_in(-9, -5))
         };
-        b[0..2].copy_from_slice(&d.to_le_bytes());
-        if matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K) {
+        // Q6_K keeps its scale last.
+        let at = if ty == GgmlType::Q6_K { b.len() - 2 } else { 0 };
+        b[at..at + 2].copy_from_slice(&d.to_le_bytes());
+        if matches!(
+            ty,
+            GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K
+        ) {
             let m = if wild && rng.next().is_multiple_of(8) {
                 rng.f16_scale(false)
             } else {
@@ -79,8 +89,11 @@ fn inputs(rng: &mut Rng, m: usize, n_in: usize, wild: bool) -> Vec<F32> {
     (0..m * n_in)
         .map(|i| {
             let blk = (i / 32) as u64;
+            // Wild: block magnitudes 2^-32..2^21, so block scales run from
+            // zero and subnormal to 2^14 (f16 shifts 0..=28: beyond every
+            // `i64` limit, the K-quant ones within a super-block too).
             let e = if wild {
-                ((blk * 7 + m as u64) % 40) as i32 - 30
+                ((blk * 7 + m as u64) % 52) as i32 - 30
             } else {
                 -3
             };
@@ -108,14 +121,17 @@ fn run(par: &impl detllm::Parallel, w: &QMatrix, x: &[F32], m: usize) -> Vec<u32
 /// What `path` must run on `n_rows` rows of `ty` on this CPU (the table in
 /// the module docs).
 fn expected_run(ty: GgmlType, path: KernelPath, n_rows: usize) -> RowsRun {
-    let has_blocked = matches!(ty, GgmlType::Q4_1 | GgmlType::Q8_0);
+    let has_blocked = matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q8_0);
+    let kquant = matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K);
     let blocked_rows = match path {
         KernelPath::Reference => 0,
+        _ if kquant => n_rows,
         _ if !has_blocked => 0,
         _ => n_rows / ROW_GROUP * ROW_GROUP,
     };
     let build = match (path, level()) {
         _ if blocked_rows == 0 => Level::Portable,
+        (KernelPath::Auto, l) if kquant && l >= Level::Avx512 => Level::Avx512,
         (KernelPath::Auto, Level::Avx512Vnni) => Level::Avx512Vnni,
         (KernelPath::Auto | KernelPath::Avx2, l) if l >= Level::Avx2 => Level::Avx2,
         _ => Level::Portable,
@@ -155,7 +171,7 @@ fn paths(w: &QMatrix, x: &[F32], m: usize, split: usize) -> [Vec<u32>; 4] {
 
 fn check(seed: u64, ti: usize, kb: usize, n_out: usize, m: usize, wild: bool) {
     let ty = TYPES[ti % TYPES.len()];
-    let n_in = if matches!(ty, GgmlType::Q4_K) {
+    let n_in = if matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K) {
         256 * kb.div_ceil(8)
     } else {
         32 * kb
@@ -207,7 +223,7 @@ fn check(seed: u64, ti: usize, kb: usize, n_out: usize, m: usize, wild: bool) {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
     #[test]
-    fn matmul_paths_and_batches_agree(seed in any::<u64>(), ti in 0usize..10, kb in 1usize..80,
+    fn matmul_paths_and_batches_agree(seed in any::<u64>(), ti in 0usize..14, kb in 1usize..80,
                                       n_out in 1usize..24, m in 1usize..11, wild in any::<bool>()) {
         check(seed, ti, kb, n_out, m, wild);
     }
@@ -220,7 +236,7 @@ fn smollm2_shapes_agree() {
         .iter()
         .enumerate()
     {
-        for ty in [GgmlType::Q4_1, GgmlType::Q8_0] {
+        for ty in [GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q8_0] {
             let mut rng = Rng(i as u64);
             let wb = weights(&mut rng, ty, n_in, n_out, false);
             let w = QMatrix::new(ty, n_in, n_out, &wb).unwrap();
@@ -261,7 +277,7 @@ fn matmul_rejects_bad_shapes_without_writing() {
 fn batches_beyond_one_pass_agree() {
     for (seed, m) in [(11u64, 65usize), (12, 130)] {
         for (ti, ty) in TYPES.iter().enumerate() {
-            if matches!(ty, GgmlType::Q4_1 | GgmlType::Q8_0) {
+            if matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q8_0) {
                 check(seed, ti, 20, 9, m, seed % 2 == 0);
             }
         }
@@ -272,11 +288,12 @@ fn batches_beyond_one_pass_agree() {
 /// byte -128 (or 127) against activations that all quantize to +127 or
 /// -127, so each block's byte dot reaches its largest magnitude (Q4_1:
 /// 32·15·127, whose halves the AVX2 kernel sums in 16-bit lanes; Q8_0:
-/// 32·128·127). The exact reference and every blocked path agree, for one
-/// input row and for tiles of several.
+/// 32·128·127; Q5_0: every value -16 (or 15), 32·16·127). The exact
+/// reference and every blocked path agree, for one input row and for tiles
+/// of several.
 #[test]
 fn extreme_blocks_agree() {
-    for ty in [GgmlType::Q4_1, GgmlType::Q8_0] {
+    for ty in [GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q8_0] {
         for kb in [1usize, 18, 33, 48] {
             let n_in = 32 * kb;
             let n_out = 8;
@@ -291,9 +308,10 @@ fn extreme_blocks_agree() {
                     } else {
                         &mut b[2..]
                     };
+                    // Q5_0: `qh` and nibbles all ones (15) or all zeros (-16).
                     let fill = match (ty, r % 4 == 3) {
-                        (GgmlType::Q4_1, false) => 0xFF,
-                        (GgmlType::Q4_1, true) => 0x00,
+                        (GgmlType::Q4_1 | GgmlType::Q5_0, false) => 0xFF,
+                        (GgmlType::Q4_1 | GgmlType::Q5_0, true) => 0x00,
                         (_, false) => 0x80,
                         (_, true) => 0x7F,
                     };
@@ -322,6 +340,64 @@ fn extreme_blocks_agree() {
     }
 }
 
+/// K-quant super-blocks at the integer extremes: Q4_K (Q5_K) with every value
+/// 15 (31) or 0 and every 6-bit scale and min 63; Q6_K with every value -32
+/// (or 31) and every scale -128 (or 127); activations all ±127, in
+/// super-blocks whose activation scales are equal (the `i64` sum at its
+/// widest) or, for some input rows, 2^28 apart (the per-sub-block
+/// fallback). The reference and every path agree.
+#[test]
+fn kquant_extreme_blocks_agree() {
+    for ty in [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K] {
+        for kb in [1usize, 3] {
+            let n_in = 256 * kb;
+            let n_out = 6;
+            let rb = ty.row_bytes(n_in).unwrap();
+            let mut wb = vec![0u8; rb * n_out];
+            for (r, row) in wb.chunks_mut(rb).enumerate() {
+                let hi = r % 2 == 0;
+                let d = f16(if r % 3 == 2 { -0.01 } else { 0.01 });
+                for b in row.chunks_mut(ty.type_size()) {
+                    if ty != GgmlType::Q6_K {
+                        // Q4_K / Q5_K (Q5_K: qh and nibbles all set or clear).
+                        b[0..2].copy_from_slice(&d.to_le_bytes());
+                        b[2..4].copy_from_slice(&f16(0.02).to_le_bytes());
+                        b[4..16].fill(0xFF);
+                        b[16..].fill(if hi { 0xFF } else { 0x00 });
+                    } else {
+                        b[0..192].fill(if hi { 0xFF } else { 0x00 });
+                        b[192..208].fill(if hi { 0x7F } else { 0x80 });
+                        b[208..210].copy_from_slice(&d.to_le_bytes());
+                    }
+                }
+            }
+            let w = QMatrix::new(ty, n_in, n_out, &wb).unwrap();
+            for m in [1usize, 4] {
+                let x: Vec<F32> = (0..m * n_in)
+                    .map(|i| {
+                        let (row, blk) = (i / n_in, (i % n_in) / 32);
+                        // Block scales 2^21/127 (f16 shift 28) and 2^-7/127
+                        // (shift 0): a spread of 28, above both limits.
+                        let mag = if row % 2 == 1 && blk % 3 == 1 {
+                            F32::from_bits((127 + 21) << 23)
+                        } else {
+                            F32::from_bits((127 - 7) << 23)
+                        };
+                        // One sign per super-block: nothing cancels.
+                        if (row + blk / 8) % 2 == 0 { mag } else { -mag }
+                    })
+                    .collect();
+                let [r, p, s, v2] = paths(&w, &x, m, n_out / 2);
+                let nonzero = |c: &u32| F32::from_bits(*c).is_finite() && *c << 1 != 0;
+                assert!(r.iter().all(nonzero), "{ty:?}");
+                assert_eq!(r, p, "{ty:?} kb {kb} m {m} portable");
+                assert_eq!(r, s, "{ty:?} kb {kb} m {m} best SIMD");
+                assert_eq!(r, v2, "{ty:?} kb {kb} m {m} AVX2");
+            }
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
     /// One input row against three matrices in one region
@@ -329,10 +405,10 @@ proptest! {
     /// `post` runs once per share, on equal row ranges of equal-height
     /// matrices (here: adds the second output into the first).
     #[test]
-    fn matvec_shares_equals_matmul(seed in any::<u64>(), q8 in any::<bool>(), kb in 1usize..40,
+    fn matvec_shares_equals_matmul(seed in any::<u64>(), ti in 0usize..3, kb in 1usize..40,
                                    n0 in 1usize..300, n2 in 1usize..300, threads in 1usize..6,
                                    wild in any::<bool>()) {
-        let ty = if q8 { GgmlType::Q8_0 } else { GgmlType::Q4_1 };
+        let ty = [GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q8_0][ti];
         let n_in = kb * 32;
         let mut rng = Rng(seed);
         let heights = [n0, n0, n2];

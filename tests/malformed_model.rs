@@ -236,10 +236,7 @@ fn transposed_matrices_are_rejected() {
 fn missing_or_mistyped_metadata_is_typed() {
     for spec in specs() {
         let src = synth(&spec);
-        let arch = match spec.arch {
-            Arch::Llama => "llama",
-            Arch::Qwen2 => "qwen2",
-        };
+        let arch = spec.arch.name();
         for suffix in [
             "embedding_length",
             "block_count",
@@ -277,5 +274,29 @@ fn arena_one_byte_short_is_exhausted() {
             load(&src, need - 1),
             Err(Error::ArenaExhausted { .. })
         ));
+    }
+}
+
+/// An architecture the crate does not run is refused by name (the message
+/// names it, not "invalid configuration"); every one it runs loads.
+#[test]
+fn unsupported_architecture_is_named() {
+    let src = synth(&SynthSpec::TINY);
+    // general.architecture's value: u64 length 5, then "llama".
+    let pat = b"\x05\x00\x00\x00\x00\x00\x00\x00llama";
+    let at = src
+        .windows(pat.len())
+        .position(|w| w == pat)
+        .expect("architecture value");
+    let mut bytes = src.clone();
+    bytes[at + 8..at + 13].copy_from_slice(b"mamba");
+    let err = load(&bytes, 1 << 20).unwrap_err();
+    assert!(
+        matches!(err, Error::UnsupportedArchitecture { .. }),
+        "{err:?}"
+    );
+    assert_eq!(err.to_string(), "unsupported architecture \"mamba\"");
+    for spec in [SynthSpec::GEMMA3, SynthSpec::QWEN3, SynthSpec::LLAMA3] {
+        load(&synth(&spec), 1 << 20).expect("newer architectures load");
     }
 }

@@ -17,6 +17,7 @@ fn ty_named(name: &str) -> GgmlType {
         "Q5_1" => GgmlType::Q5_1,
         "Q8_0" => GgmlType::Q8_0,
         "Q4_K" => GgmlType::Q4_K,
+        "Q5_K" => GgmlType::Q5_K,
         "Q6_K" => GgmlType::Q6_K,
         "F16" => GgmlType::F16,
         "BF16" => GgmlType::BF16,
@@ -158,11 +159,77 @@ proptest! {
     }
 }
 
+/// llama.cpp's `dequantize_row_q5_K` in hardware f32 (no FMA), as written
+/// there: per 64 elements `j`, scales and mins `2j` and `2j + 1` by
+/// `get_scale_min_k4`, `d1 = d·sc`, `m1 = min·m`, then
+/// `d1·((ql & 0xF) + (qh & u1 ? 16 : 0)) − m1` over 32 elements and the
+/// high nibbles with `u2` over the next 32, `ql += 32`, `u1, u2 <<= 2`.
+fn hw_dequant_q5_k(b: &[u8]) -> Vec<f32> {
+    let h = |o: usize| f16_to_f64(u16::from_le_bytes([b[o], b[o + 1]])) as f32;
+    let (d, min) = (h(0), h(2));
+    let scales = &b[4..16];
+    let get_scale_min_k4 = |j: usize| -> (u8, u8) {
+        if j < 4 {
+            (scales[j] & 63, scales[j + 4] & 63)
+        } else {
+            (
+                (scales[j + 4] & 0xF) | ((scales[j - 4] >> 6) << 4),
+                (scales[j + 4] >> 4) | ((scales[j] >> 6) << 4),
+            )
+        }
+    };
+    let (qh, mut ql) = (&b[16..48], &b[48..176]);
+    let (mut u1, mut u2) = (1u8, 2u8);
+    let mut y = Vec::with_capacity(256);
+    for is in (0..8).step_by(2) {
+        let (sc, m) = get_scale_min_k4(is);
+        let (d1, m1) = (d * sc as f32, min * m as f32);
+        let (sc, m) = get_scale_min_k4(is + 1);
+        let (d2, m2) = (d * sc as f32, min * m as f32);
+        for l in 0..32 {
+            let q = (ql[l] & 0xF) as f32 + if qh[l] & u1 != 0 { 16.0 } else { 0.0 };
+            y.push(d1 * q - m1);
+        }
+        for l in 0..32 {
+            let q = (ql[l] >> 4) as f32 + if qh[l] & u2 != 0 { 16.0 } else { 0.0 };
+            y.push(d2 * q - m2);
+        }
+        ql = &ql[32..];
+        u1 <<= 2;
+        u2 <<= 2;
+    }
+    y
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+    /// Q5_K (GGML type 13) against llama.cpp's formula on random super-blocks
+    /// (random `d` and `dmin`, some subnormal).
+    #[test]
+    fn q5_k_dequant_matches_llamacpp_formula(seed in any::<u64>()) {
+        let mut rng = Rng(seed);
+        let mut b = vec![0u8; GgmlType::Q5_K.type_size()];
+        rng.bytes(&mut b);
+        let (d, dmin) = (rng.f16_scale(false), rng.f16_scale(true));
+        b[0..2].copy_from_slice(&d.to_le_bytes());
+        b[2..4].copy_from_slice(&dmin.to_le_bytes());
+        let mut out = [F32::ZERO; 256];
+        dequantize_row(GgmlType::Q5_K, &b, &mut out).unwrap();
+        for (i, (o, w)) in out.iter().zip(hw_dequant_q5_k(&b)).enumerate() {
+            prop_assert_eq!(support::quant::canon(o.to_bits()), support::quant::canon(w.to_bits()), "element {}", i);
+        }
+    }
+}
+
 #[test]
 fn dequant_rejects_bad_lengths() {
     let mut out = [F32::ZERO; 32];
     assert!(dequantize_row(GgmlType::Q4_1, &[0u8; 19], &mut out).is_err());
     assert!(dequantize_row(GgmlType::Q4_1, &[0u8; 20], &mut out[..31]).is_err());
     assert!(dequantize_row(GgmlType::Q8_1, &[0u8; 36], &mut out).is_err());
+    let mut k = [F32::ZERO; 256];
+    assert!(dequantize_row(GgmlType::Q5_K, &[0u8; 175], &mut k).is_err());
+    assert!(dequantize_row(GgmlType::Q5_K, &[0u8; 176], &mut k[..255]).is_err());
+    assert!(k.iter().all(|v| *v == F32::ZERO));
     assert!(out.iter().all(|v| *v == F32::ZERO));
 }

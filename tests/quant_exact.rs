@@ -74,12 +74,18 @@ fn ref_weights(ty: GgmlType, data: &[u8], n: usize) -> (Vec<i128>, Vec<i128>, bo
                 }
             }
         }
-        GgmlType::Q4_K => {
-            for b in data.chunks(144) {
+        GgmlType::Q4_K | GgmlType::Q5_K => {
+            let q5 = ty == GgmlType::Q5_K;
+            for b in data.chunks(ty.type_size()) {
                 let d = sc(h(b, 0), &mut bad);
                 let dmin = sc(h(b, 2), &mut bad);
                 let s = &b[4..16];
-                let qs = &b[16..];
+                // Q5_K: qh[32] at 16 (bit i/32 of qh[i%32] adds 16), nibbles at 48.
+                let (qh, qs) = if q5 {
+                    (&b[16..48], &b[48..])
+                } else {
+                    (&b[16..16], &b[16..])
+                };
                 for i in 0..256 {
                     let j = i / 32;
                     let (scl, mn) = if j < 4 {
@@ -91,7 +97,10 @@ fn ref_weights(ty: GgmlType, data: &[u8], n: usize) -> (Vec<i128>, Vec<i128>, bo
                         )
                     };
                     let byte = qs[(i / 64) * 32 + i % 32];
-                    let q = if j % 2 == 0 { byte & 15 } else { byte >> 4 };
+                    let mut q = if j % 2 == 0 { byte & 15 } else { byte >> 4 };
+                    if q5 {
+                        q += 16 * ((qh[i % 32] >> j) & 1);
+                    }
                     el.push(d * scl as i128 * q as i128 - dmin * mn as i128);
                 }
             }
@@ -201,7 +210,7 @@ fn random_weights(rng: &mut Rng, ty: GgmlType, n: usize, specials: bool) -> Vec<
             GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => {
                 put(&mut w, o, rng.f16_scale(specials))
             }
-            GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K => {
+            GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K => {
                 put(&mut w, o, rng.f16_scale(specials));
                 put(&mut w, o + 2, rng.f16_scale(specials));
             }
@@ -251,7 +260,7 @@ fn reference(ty: GgmlType, w: &[u8], a: &Acts, n: usize) -> u32 {
     if bad { 0x7FC0_0000 } else { round_2m48(sum) }
 }
 
-const TYPES: [GgmlType; 8] = [
+const TYPES: [GgmlType; 9] = [
     GgmlType::F16,
     GgmlType::Q4_0,
     GgmlType::Q4_1,
@@ -259,13 +268,14 @@ const TYPES: [GgmlType; 8] = [
     GgmlType::Q5_1,
     GgmlType::Q8_0,
     GgmlType::Q4_K,
+    GgmlType::Q5_K,
     GgmlType::Q6_K,
 ];
 
 fn check(seed: u64, ti: usize, blocks: usize, specials: bool) {
     let ty = TYPES[ti % TYPES.len()];
     let n = blocks
-        * if matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K) {
+        * if matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K) {
             256
         } else {
             32
@@ -287,12 +297,12 @@ fn check(seed: u64, ti: usize, blocks: usize, specials: bool) {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(3000))]
     #[test]
-    fn exact_dot_matches_reference(seed in any::<u64>(), ti in 0usize..8, blocks in 1usize..12) {
+    fn exact_dot_matches_reference(seed in any::<u64>(), ti in 0usize..9, blocks in 1usize..12) {
         check(seed, ti, blocks, false);
     }
 
     #[test]
-    fn exact_dot_nonfinite_scales_give_nan(seed in any::<u64>(), ti in 0usize..8, blocks in 1usize..6) {
+    fn exact_dot_nonfinite_scales_give_nan(seed in any::<u64>(), ti in 0usize..9, blocks in 1usize..6) {
         check(seed, ti, blocks, true);
     }
 }

@@ -1,6 +1,12 @@
-//! Sampler behaviour: greedy ties, reproducibility, the effect of each filter.
+//! Sampler behaviour: greedy ties, reproducibility, the effect of each
+//! filter, and the top-k selection against the full-sort reference
+//! (`support::sample_ref`).
+mod support;
+
 use detllm::sample::{Sampler, SamplingParams, SplitMix64, argmax};
 use detllm::{Arena, F32};
+use proptest::prelude::*;
+use support::sample_ref;
 
 fn f(x: i32) -> F32 {
     F32::from_i32(x)
@@ -248,4 +254,121 @@ fn bad_parameters_are_errors() {
         s.sample(&[], &SamplingParams::GREEDY, &[], &mut rng)
             .is_err()
     );
+}
+
+/// A logit's bits: mostly ordinary values, with many ties, ±0, subnormals,
+/// ±∞ and NaNs of both signs and any payload.
+fn arb_logit() -> impl Strategy<Value = F32> {
+    prop_oneof![
+        4 => (-160i32..160).prop_map(|x| F32::from_bits((x as f32 / 8.0).to_bits())),
+        2 => prop::sample::select(vec![-2.0f32, 0.5, 1.0, 3.0])
+            .prop_map(|x| F32::from_bits(x.to_bits())),
+        1 => any::<u32>().prop_map(|r| F32::from_bits(0x7F80_0001 | (r & 0x803F_FFFF))), // NaN
+        1 => any::<bool>().prop_map(|neg| F32::from_bits(u32::from(neg) << 31)), // ±0
+        1 => any::<bool>().prop_map(|neg| F32::from_bits((u32::from(neg) << 31) | 0x7F80_0000)), // ±∞
+        1 => (any::<bool>(), 1u32..0x80_0000)
+            .prop_map(|(neg, m)| F32::from_bits((u32::from(neg) << 31) | m)), // subnormal
+        2 => any::<u32>().prop_map(F32::from_bits),
+    ]
+}
+
+/// A valid non-negative finite parameter: the given specials or any value
+/// in `[0, hi]`.
+fn arb_param(specials: Vec<f32>, hi: f32) -> impl Strategy<Value = F32> {
+    prop_oneof![prop::sample::select(specials), (0.0f32..=hi),]
+        .prop_map(|x| F32::from_bits(x.to_bits()))
+}
+
+fn arb_params(n: usize) -> impl Strategy<Value = SamplingParams> {
+    (
+        arb_param(vec![0.0, 1e-3, 0.8, 1.0, 2.0], 4.0),
+        prop_oneof![Just(0u32), Just(1), Just(40), 0..(n as u32 + 8)],
+        arb_param(vec![0.0, 0.5, 0.95, 1.0, 1.5], 1.0),
+        arb_param(vec![0.0, 0.05, 1.0, 2.0], 1.0),
+        arb_param(vec![1.0, 1.1, 0.5], 3.0).prop_map(|x| if x.is_zero() { F32::ONE } else { x }),
+        0usize..80,
+        any::<u64>(),
+    )
+        .prop_map(
+            |(temperature, top_k, top_p, min_p, repeat_penalty, penalty_last_n, seed)| {
+                SamplingParams {
+                    temperature,
+                    top_k,
+                    top_p,
+                    min_p,
+                    repeat_penalty,
+                    penalty_last_n,
+                    seed,
+                }
+            },
+        )
+}
+
+/// A row, parameters valid for it, and a token history (ids up to a few
+/// beyond the row, which the penalty skips).
+fn arb_case() -> impl Strategy<Value = (Vec<F32>, SamplingParams, Vec<u32>)> {
+    prop::collection::vec(arb_logit(), 1..600).prop_flat_map(|row| {
+        let n = row.len();
+        (
+            Just(row),
+            arb_params(n),
+            prop::collection::vec(0..(n as u32 + 4), 0..100),
+        )
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(4000))]
+
+    /// The sampler picks the reference's token and leaves its generator in
+    /// the reference's state, three draws in a row from one workspace.
+    #[test]
+    fn selection_equals_full_sort_reference((row, params, recent) in arb_case()) {
+        let mut buf = vec![0u8; 16 << 10];
+        let mut arena = Arena::new(&mut buf);
+        let mut s = Sampler::new(&mut arena, 700).unwrap();
+        let mut rng = SplitMix64::new(params.seed);
+        let mut want_rng = rng;
+        for _ in 0..3 {
+            let got = s.sample(&row, &params, &recent, &mut rng).unwrap();
+            let want = sample_ref::sample(&row, &params, &recent, &mut want_rng);
+            prop_assert_eq!(got, want);
+            prop_assert_eq!(rng, want_rng);
+        }
+    }
+}
+
+/// Full-size rows (SmolLM2's and Qwen2.5's vocabularies), with the defaults
+/// and with top-k off: the same tokens as the reference.
+#[test]
+fn full_vocabulary_rows_equal_reference() {
+    let mut rng = SplitMix64::new(2026);
+    for (n, rounds) in [(49_152usize, 6), (151_936, 3)] {
+        let mut buf = vec![0u8; Sampler::bytes_required(n).unwrap()];
+        let mut arena = Arena::new(&mut buf);
+        let mut s = Sampler::new(&mut arena, n).unwrap();
+        for round in 0..rounds {
+            // Logits in steps of 1/16 over [-16, 16): many exact ties.
+            let row: Vec<F32> = (0..n)
+                .map(|_| F32::from_i128_scaled((rng.next_u64() % 512) as i128 - 256, -4))
+                .collect();
+            for params in [
+                SamplingParams::LLAMA_DEFAULTS,
+                SamplingParams {
+                    top_k: 0,
+                    ..SamplingParams::LLAMA_DEFAULTS
+                },
+            ] {
+                let params = SamplingParams {
+                    seed: round,
+                    ..params
+                };
+                let mut a = SplitMix64::new(round);
+                let mut b = a;
+                let got = s.sample(&row, &params, &[], &mut a).unwrap();
+                let want = sample_ref::sample(&row, &params, &[], &mut b);
+                assert_eq!(got, want, "vocab {n}, round {round}, {params:?}");
+            }
+        }
+    }
 }

@@ -192,7 +192,7 @@ fn chat_and_completions_equal_generate() {
     }
     let s = Server::start(&[]);
     let cases: [(&str, Value, &[&str]); 2] = [
-        ("greedy", json!({"temperature": 0}), &[]),
+        ("greedy", json!({"temperature": 0}), &["--temperature", "0"]),
         (
             "sampled",
             json!({"temperature": 0.8, "top_k": 40, "top_p": 0.95, "min_p": 0.05, "seed": 7}),
@@ -247,6 +247,45 @@ fn chat_and_completions_equal_generate() {
             );
         }
     }
+}
+
+/// A request without sampling fields samples with llama.cpp's defaults and
+/// the seed the server chose and returned: the CLI's chat defaults with
+/// that `--seed` give the same tokens and digest.
+#[test]
+fn default_sampling_is_the_clis_chat_sampling_with_the_returned_seed() {
+    if model().is_none() {
+        return;
+    }
+    let s = Server::start(&[]);
+    let body = json!({"messages": [{"role": "user", "content": QUESTION}], "max_tokens": 24});
+    let (code, r) = s.post("/v1/chat/completions", &body);
+    assert_eq!(code, 200, "{r}");
+    let c = choice(&r);
+    let seed = c["detllm"]["seed"].as_u64().expect("seed returned");
+    let want = generate(QUESTION, true, 24, &["--seed", &seed.to_string()]);
+    assert_eq!(c["detllm"]["token_ids"], want["ids"], "seed {seed}");
+    assert_eq!(c["detllm"]["digest"], want["digest"], "seed {seed}");
+    assert_eq!(c["message"]["content"], want["text"], "seed {seed}");
+    // The same defaults spelled out.
+    let flags = [
+        "--temperature",
+        "0.8",
+        "--top-k",
+        "40",
+        "--top-p",
+        "0.95",
+        "--min-p",
+        "0.05",
+        "--repeat-penalty",
+        "1",
+        "--seed",
+    ];
+    let seed = seed.to_string();
+    let mut explicit: Vec<&str> = flags.to_vec();
+    explicit.push(&seed);
+    let spelled = generate(QUESTION, true, 24, &explicit);
+    assert_eq!(spelled["digest"], want["digest"]);
 }
 
 #[test]

@@ -1,4 +1,5 @@
-//! Compute kernels: matmul, rmsnorm, softmax, rope, swiglu, attention,
+//! Compute kernels: matmul, rmsnorm, softmax, rope, swiglu, geglu,
+//! attention,
 //! elementwise row updates.
 //!
 //! Each kernel validates every shape before writing anything, so an `Err`
@@ -7,6 +8,7 @@
 
 pub mod attention;
 pub mod elementwise;
+pub mod geglu;
 pub mod matmul;
 pub mod rmsnorm;
 pub mod rope;
@@ -15,6 +17,7 @@ pub mod swiglu;
 
 pub use attention::attention;
 pub use elementwise::{add_assign, mul_assign};
+pub use geglu::geglu;
 pub use matmul::{matmul, matmul_scratch_len};
 pub use rmsnorm::rmsnorm;
 pub use rope::{RopeAngles, RopeStyle, rope, rope_apply, rope_theta_scale};

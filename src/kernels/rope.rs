@@ -73,12 +73,32 @@ impl RopeAngles {
     /// `Err(InvalidRope)` (with `head_dim` = `2 · MAX_ROPE_PAIRS`, the
     /// widest head the angles could serve) if `n_rot` is odd or above that.
     pub fn new(n_rot: usize, pos: usize, theta_scale: F32) -> Result<Self> {
+        Self::with_factors(n_rot, pos, theta_scale, &[])
+    }
+
+    /// The angles of position `pos` with frequency factors (Llama 3.x's
+    /// `rope_freqs`): pair `i` turns by `theta_i / factors[i]` (one more
+    /// rounded division, as llama.cpp's `theta / freq_factor`), where
+    /// `theta_i` is [`RopeAngles::new`]'s recurrence. Empty `factors`: the
+    /// same bits as [`RopeAngles::new`].
+    ///
+    /// Errors: as [`RopeAngles::new`]; [`Error::ShapeMismatch`] if `factors`
+    /// is neither empty nor `n_rot / 2` long.
+    pub fn with_factors(
+        n_rot: usize,
+        pos: usize,
+        theta_scale: F32,
+        factors: &[F32],
+    ) -> Result<Self> {
         if !n_rot.is_multiple_of(2) || n_rot / 2 > MAX_ROPE_PAIRS {
             // No head yet: the largest head these angles could serve.
             let head_dim = 2 * MAX_ROPE_PAIRS;
             return Err(Error::InvalidRope { n_rot, head_dim });
         }
         let half = n_rot / 2;
+        if !factors.is_empty() {
+            super::check_len(half, factors.len())?;
+        }
         let mut a = RopeAngles {
             sin: [F32::ZERO; MAX_ROPE_PAIRS],
             cos: [F32::ZERO; MAX_ROPE_PAIRS],
@@ -86,7 +106,11 @@ impl RopeAngles {
         };
         let mut theta = F32::from_i64(pos as i64);
         for i in 0..half {
-            (a.sin[i], a.cos[i]) = theta.sin_cos();
+            let angle = match factors.get(i) {
+                Some(&f) => theta / f,
+                None => theta,
+            };
+            (a.sin[i], a.cos[i]) = angle.sin_cos();
             theta = theta * theta_scale;
         }
         Ok(a)

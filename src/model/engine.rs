@@ -275,13 +275,14 @@ impl<'a, K: KvBuild<'a>> Engine<'a, K> {
         self.prepare(batch)?;
         let s = &mut self.state;
         s.embed_rows(&self.model, &self.kv, batch)?;
-        s.rope_angles(par)?;
+        s.rope_angles(par, self.model.rope_freqs())?;
         for layer in 0..self.model.cfg.n_layers {
             let w = self.model.layer_weights(layer)?;
             s.attention_block(par, &w, &mut self.kv, batch, layer)?;
             s.ffn_block(par, &w)?;
         }
         s.output_head(par, &self.model)?;
+        s.final_softcap();
         self.commit(batch)?;
         Ok(self.state.logits())
     }

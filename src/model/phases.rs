@@ -19,6 +19,7 @@
 
 #![forbid(unsafe_code)]
 
+use super::config::Activation;
 use super::engine::Entry;
 use super::run_state::{RunState, attn_unit_len};
 use super::weights::{LayerWeights, Model};
@@ -48,6 +49,12 @@ impl RunState<'_> {
     ) -> Result<()> {
         let d = self.cfg.dim;
         let embedding = model.matrix(&model.token_embd)?; // (vocab_size, dim)
+        // Gemma: x = embedding · √dim (√ correctly rounded, as sqrtf).
+        let embd_scale = self
+            .cfg
+            .arch
+            .scales_embedding()
+            .then(|| F32::from_u32(d as u32).sqrt());
         let mut r = 0;
         let mut o = 0;
         for (i, e) in batch.iter().enumerate() {
@@ -55,7 +62,13 @@ impl RunState<'_> {
             for (j, &tok) in e.tokens.iter().enumerate() {
                 self.row_entry[r] = i as u32;
                 self.row_pos[r] = (start + j) as u32;
-                embedding.dequantize_row(tok as usize, &mut self.residual[r * d..(r + 1) * d])?;
+                let x = &mut self.residual[r * d..(r + 1) * d];
+                embedding.dequantize_row(tok as usize, x)?;
+                if let Some(s) = embd_scale {
+                    for xi in x.iter_mut() {
+                        *xi = *xi * s;
+                    }
+                }
                 if e.all_logits || j + 1 == e.tokens.len() {
                     self.logit_rows[o] = r as u32;
                     o += 1;
@@ -69,23 +82,38 @@ impl RunState<'_> {
     }
 
     /// `(sin | cos)` of the `n_rot / 2` RoPE angles of every row, once per
-    /// step (shared by Q and K of every layer), rows split over the workers.
-    pub(super) fn rope_angles<P: Parallel>(&mut self, par: &P) -> Result<()> {
+    /// step (shared by Q and K of every layer), rows split over the workers:
+    /// one set per base (global, then sliding-window when it has its own),
+    /// each angle divided by its frequency factor when `freqs` is not empty.
+    pub(super) fn rope_angles<P: Parallel>(&mut self, par: &P, freqs: &[F32]) -> Result<()> {
         let n_rot = self.cfg.n_rot;
         if n_rot == 0 {
             return Ok(());
         }
         let half = n_rot / 2;
-        let (row_pos, theta_scale) = (&*self.row_pos, self.theta_scale);
-        let sin_cos = &mut self.rope_sin_cos[..self.n_rows * n_rot];
-        par.try_for_each_chunk(sin_cos, n_rot, &|r, row| {
-            check_len(n_rot, row.len())?;
-            let angles = kernels::RopeAngles::new(n_rot, row_pos[r] as usize, theta_scale)?;
-            let (sin, cos) = row.split_at_mut(half);
-            sin.copy_from_slice(angles.sin());
-            cos.copy_from_slice(angles.cos());
+        let sets = self.rope_sets;
+        let (row_pos, scales) = (&*self.row_pos, [self.theta_scale, self.theta_scale_swa]);
+        let sin_cos = &mut self.rope_sin_cos[..self.n_rows * n_rot * sets];
+        par.try_for_each_chunk(sin_cos, n_rot * sets, &|r, row| {
+            check_len(n_rot * sets, row.len())?;
+            for (set, row) in row.chunks_exact_mut(n_rot).enumerate() {
+                let pos = row_pos[r] as usize;
+                let angles = kernels::RopeAngles::with_factors(n_rot, pos, scales[set], freqs)?;
+                let (sin, cos) = row.split_at_mut(half);
+                sin.copy_from_slice(angles.sin());
+                cos.copy_from_slice(angles.cos());
+            }
             Ok(())
         })
+    }
+
+    /// Offset of layer `layer`'s angle set within a row of `rope_sin_cos`.
+    fn rope_set_offset(&self, layer: usize) -> usize {
+        if self.rope_sets > 1 && self.cfg.is_swa_layer(layer) {
+            self.cfg.n_rot
+        } else {
+            0
+        }
     }
 
     /// The attention block of `layer`: `normed = rmsnorm(x) · attn_norm`,
@@ -103,19 +131,47 @@ impl RunState<'_> {
         let (x, eps) = (&self.residual[..n * d], self.cfg.eps);
         rmsnorm_rows(par, x, w.attn_norm, eps, &mut self.normed[..n * d], d)?;
         self.qkv(par, w)?;
+        if let Some((q_norm, k_norm)) = w.qk_norm {
+            self.qk_norm(par, q_norm, k_norm)?;
+        }
         self.rope_k_and_store(par, kv, batch, layer)?;
         self.attend(par, kv, batch, layer)?;
-        self.add_projection(par, BlockOutput::Attention, &w.wo)
+        let post = w.post_norms.map(|(a, _)| a);
+        self.add_projection(par, BlockOutput::Attention, &w.wo, post)
+    }
+
+    /// Every Q head and every K head RMS-normalized over its `head_dim`
+    /// (`attn_out` is the scratch: it is written by `attend` later).
+    fn qk_norm<P: Parallel>(&mut self, par: &P, q_norm: &[F32], k_norm: &[F32]) -> Result<()> {
+        let (n, hd, eps) = (self.n_rows, self.cfg.head_dim, self.cfg.eps);
+        for (x, w) in [
+            (&mut self.q[..n * self.cfg.q_dim()], q_norm),
+            (&mut self.k[..n * self.cfg.kv_dim()], k_norm),
+        ] {
+            let available = self.attn_out.len();
+            let tmp = self
+                .attn_out
+                .get_mut(..x.len())
+                .ok_or(Error::BufferTooSmall {
+                    needed: x.len(),
+                    available,
+                })?;
+            rmsnorm_rows(par, x, w, eps, tmp, hd)?;
+            x.copy_from_slice(tmp);
+        }
+        Ok(())
     }
 
     /// The tail both blocks share: the block's output (`attn_out`, q_dim
     /// wide, or the SwiGLU `gate`, hidden_dim wide) quantized for `w`,
-    /// `block_out = w · output` (n_rows, dim), and `x += block_out`.
+    /// `block_out = w · output` (n_rows, dim), and `x += block_out` (or,
+    /// with a post-norm (gemma3), `x += rmsnorm(block_out) · post_norm`).
     fn add_projection<P: Parallel>(
         &mut self,
         par: &P,
         from: BlockOutput,
         w: &QMatrix<'_>,
+        post_norm: Option<&[F32]>,
     ) -> Result<()> {
         let (n, d) = (self.n_rows, self.cfg.dim);
         let (acts, input) = match from {
@@ -133,12 +189,16 @@ impl RunState<'_> {
             &mut self.block_out[..n * d],
             self.matmul_scratch,
         )?;
-        add_rows(
-            par,
-            &mut self.residual[..n * d],
-            &self.block_out[..n * d],
-            d,
-        );
+        let block_out = match post_norm {
+            Some(w) => {
+                let eps = self.cfg.eps;
+                let out = &mut self.normed[..n * d];
+                rmsnorm_rows(par, &self.block_out[..n * d], w, eps, out, d)?;
+                &self.normed[..n * d]
+            }
+            None => &self.block_out[..n * d],
+        };
+        add_rows(par, &mut self.residual[..n * d], block_out, d);
         Ok(())
     }
 
@@ -198,9 +258,14 @@ impl RunState<'_> {
         let (n, kvd, n_rot) = (self.n_rows, self.cfg.kv_dim(), self.cfg.n_rot);
         let (n_kv_heads, head_dim, style) =
             (self.cfg.n_kv_heads, self.cfg.head_dim, self.rope_style);
-        let sin_cos = &*self.rope_sin_cos;
+        let (sin_cos, stride, off) = (
+            &*self.rope_sin_cos,
+            n_rot * self.rope_sets,
+            self.rope_set_offset(layer),
+        );
         let rope_k = |r: usize, k_row: &mut [F32]| {
-            let (sin, cos) = sin_cos[r * n_rot..(r + 1) * n_rot].split_at(n_rot / 2);
+            let at = r * stride + off;
+            let (sin, cos) = sin_cos[at..at + n_rot].split_at(n_rot / 2);
             kernels::rope_apply(sin, cos, k_row, n_kv_heads, head_dim, style)
         };
         if n == 1 {
@@ -243,6 +308,13 @@ impl RunState<'_> {
         let n_units = self.n_rows * n_kv;
         let (q, row_entry, row_pos) = (&*self.q, &*self.row_entry, &*self.row_pos);
         let (sin_cos, scale) = (&*self.rope_sin_cos, self.attn_scale);
+        let (stride, off) = (n_rot * self.rope_sets, self.rope_set_offset(layer));
+        // Sliding window: a row at position p sees p - window + 1 ..= p.
+        let window = if cfg.is_swa_layer(layer) {
+            cfg.sliding_window
+        } else {
+            usize::MAX
+        };
         let mut u0 = 0;
         while u0 < n_units {
             let n_pass = per_pass.min(n_units - u0);
@@ -259,17 +331,21 @@ impl RunState<'_> {
                 let (out, rest) = chunk.split_at_mut(group_width);
                 let (q_group, scores) = rest.split_at_mut(group_width);
                 let seq = batch[row_entry[r] as usize].seq;
-                let n_ctx = row_pos[r] as usize + 1;
+                let end = row_pos[r] as usize + 1;
+                let first_pos = end.saturating_sub(window);
                 q_group
                     .copy_from_slice(&q[r * qd + g * group_width..r * qd + (g + 1) * group_width]);
-                let (sin, cos) = sin_cos[r * n_rot..(r + 1) * n_rot].split_at(n_rot / 2);
+                let at = r * stride + off;
+                let (sin, cos) = sin_cos[at..at + n_rot].split_at(n_rot / 2);
                 kernels::rope_apply(sin, cos, q_group, group, head_dim, style)?;
                 let view = kv.view(seq, layer)?;
                 let head = KvHead {
                     rows: &view,
+                    first_pos,
                     first_col: g * head_dim,
                     n_cols: head_dim,
                 };
+                let n_ctx = end - first_pos;
                 kernels::attention(
                     q_group, &head, n_ctx, group, 1, head_dim, scale, scores, out,
                 )
@@ -285,7 +361,8 @@ impl RunState<'_> {
     }
 
     /// The feed-forward block: `normed = rmsnorm(x) · ffn_norm`,
-    /// `x += w_down · (silu(w_gate · normed) * (w_up · normed))`.
+    /// `x += w_down · (act(w_gate · normed) * (w_up · normed))` with `act`
+    /// SiLU or (gemma3) GELU-tanh, and gemma3's post-norm before the add.
     pub(super) fn ffn_block<P: Parallel>(&mut self, par: &P, w: &LayerWeights<'_>) -> Result<()> {
         let (n, d, hd) = (self.n_rows, self.cfg.dim, self.cfg.hidden_dim);
         let (x, eps) = (&self.residual[..n * d], self.cfg.eps);
@@ -293,12 +370,16 @@ impl RunState<'_> {
         self.acts_dim.load(par, &self.normed[..n * d])?;
         let acts = self.acts_dim.for_type(w.w_gate.ty)?;
         let (gate, up) = (&mut self.gate[..n * hd], &mut self.up[..n * hd]);
+        let act: fn(&mut [F32], &[F32]) -> Result<()> = match self.cfg.arch.activation() {
+            Activation::Silu => kernels::swiglu,
+            Activation::Gelu => kernels::geglu,
+        };
         if fits_one_region(par, n, acts, [&w.w_up]) && w.w_gate.n_out == w.w_up.n_out {
             // One row: gate, up and SwiGLU on each thread's share of the
             // hidden rows, in one parallel region.
             matmul::fused_matvecs(par, acts, [&w.w_gate, &w.w_up], [gate, up], &|shares| {
                 match shares {
-                    [Some(gate), Some(up)] => kernels::swiglu(gate, up),
+                    [Some(gate), Some(up)] => act(gate, up),
                     [None, None] => Ok(()),
                     [gate, up] => check_len(share_len(gate), share_len(up)),
                 }
@@ -319,10 +400,26 @@ impl RunState<'_> {
                 let up = up
                     .get(i * chunk_len..i * chunk_len + gate.len())
                     .unwrap_or(&[]);
-                kernels::swiglu(gate, up)
+                act(gate, up)
             })?;
         }
-        self.add_projection(par, BlockOutput::Ffn, &w.w_down)
+        let post = w.post_norms.map(|(_, f)| f);
+        self.add_projection(par, BlockOutput::Ffn, &w.w_down, post)
+    }
+
+    /// Final logit soft-capping (gemma3, when the file sets it), as
+    /// llama.cpp: `l = c · tanh(l · (1/c))`, each step rounded; nothing when
+    /// `final_softcap` is 0.
+    pub(super) fn final_softcap(&mut self) {
+        let c = self.cfg.final_softcap;
+        if c.to_bits() == 0 {
+            return;
+        }
+        let inv = F32::ONE / c;
+        let n = self.n_logit_rows * self.cfg.vocab_size;
+        for l in &mut self.logits[..n] {
+            *l = (*l * inv).tanh() * c;
+        }
     }
 
     /// `logits = output · rmsnorm(x) · output_norm` of the logit rows. A head
@@ -408,19 +505,30 @@ fn share_len(share: &Option<&mut [F32]>) -> usize {
 }
 
 /// One KV head of a cached sequence: columns `first_col..first_col + n_cols`
-/// of every row.
+/// of the rows from position `first_pos` on (row `i` of the view is position
+/// `first_pos + i`).
 struct KvHead<'v, V: KvRead> {
     rows: &'v V,
+    /// Position of the view's row 0 (the sliding window's start).
+    first_pos: usize,
     first_col: usize,
     n_cols: usize,
 }
 
 impl<V: KvRead> KvRead for KvHead<'_, V> {
     fn k(&self, pos: usize) -> KvSlice<'_> {
-        head_cols(self.rows.k(pos), self.first_col, self.n_cols)
+        head_cols(
+            self.rows.k(self.first_pos + pos),
+            self.first_col,
+            self.n_cols,
+        )
     }
     fn v(&self, pos: usize) -> KvSlice<'_> {
-        head_cols(self.rows.v(pos), self.first_col, self.n_cols)
+        head_cols(
+            self.rows.v(self.first_pos + pos),
+            self.first_col,
+            self.n_cols,
+        )
     }
 }
 

@@ -294,6 +294,12 @@ impl Layout {
     }
 }
 
+/// Sets of RoPE angles a row needs: 2 when sliding-window layers exist (their
+/// own base), else 1.
+fn rope_sets(cfg: &Config) -> usize {
+    if cfg.has_swa() { 2 } else { 1 }
+}
+
 /// `a · b`, or [`Error::SizeOverflow`].
 fn mul(a: usize, b: usize) -> Result<usize> {
     a.checked_mul(b).ok_or(Error::SizeOverflow)
@@ -307,7 +313,14 @@ pub(super) struct RunState<'a> {
     pub(super) max_seq_len: usize,
     /// `base^(-2/n_rot)`: the RoPE angle step between pairs.
     pub(super) theta_scale: F32,
-    /// `1/sqrt(head_dim)`, as llama.cpp's `kq_scale`.
+    /// `base_swa^(-2/n_rot)`: the same for the sliding-window layers.
+    pub(super) theta_scale_swa: F32,
+    /// Sets of RoPE angles per row: 2 when the sliding-window layers have
+    /// their own base (global set first), else 1.
+    pub(super) rope_sets: usize,
+    /// `1/sqrt(head_dim)` ([`Config::attn_scale_dim`]), as llama.cpp's
+    /// `kq_scale` (Gemma 3 scales Q by it instead: the same real product,
+    /// rounded once less).
     pub(super) attn_scale: F32,
     /// Output-head rows per pass (`vocab_size`: one pass).
     pub(super) head_pass_rows: usize,
@@ -332,15 +345,15 @@ pub(super) struct RunState<'a> {
     /// then the matmul's scratch.
     pub(super) matmul_scratch: &'a mut [F32],
     pub(super) logits: &'a mut [F32], // (n_logit_rows, vocab_size)
-    pub(super) rope_sin_cos: &'a mut [F32], // (n_rows, n_rot) sin | cos of each row's angles
-    pub(super) row_entry: &'a mut [u32], // (n_rows) entry index of each row
-    pub(super) row_pos: &'a mut [u32], // (n_rows) position of each row in its sequence
-    pub(super) logit_rows: &'a mut [u32], // (n_logit_rows) rows whose logits are returned
+    pub(super) rope_sin_cos: &'a mut [F32], // (n_rows, rope_sets, n_rot) sin | cos of each row's angles
+    pub(super) row_entry: &'a mut [u32],    // (n_rows) entry index of each row
+    pub(super) row_pos: &'a mut [u32],      // (n_rows) position of each row in its sequence
+    pub(super) logit_rows: &'a mut [u32],   // (n_logit_rows) rows whose logits are returned
     pub(super) reservations: &'a mut [Reservation], // (max_seqs) KV room a step asks for
-    pub(super) acts_dim: Acts<'a>,    // (n_rows, dim) quantized: wq wk wv w_gate w_up inputs
-    pub(super) acts_q_dim: Acts<'a>,  // (n_rows, q_dim) quantized: wo input
-    pub(super) acts_hidden: Acts<'a>, // (n_rows, hidden_dim) quantized: w_down input
-    pub(super) acts_head: Acts<'a>,   // (n_logit_rows, dim) quantized: output head input
+    pub(super) acts_dim: Acts<'a>,          // (n_rows, dim) quantized: wq wk wv w_gate w_up inputs
+    pub(super) acts_q_dim: Acts<'a>,        // (n_rows, q_dim) quantized: wo input
+    pub(super) acts_hidden: Acts<'a>,       // (n_rows, hidden_dim) quantized: w_down input
+    pub(super) acts_head: Acts<'a>,         // (n_logit_rows, dim) quantized: output head input
 }
 
 impl<'a> RunState<'a> {
@@ -358,7 +371,9 @@ impl<'a> RunState<'a> {
             rope_style: layout.rope_style,
             max_seq_len: layout.max_seq_len,
             theta_scale: kernels::rope_theta_scale(cfg.rope_base, cfg.n_rot),
-            attn_scale: F32::ONE / F32::from_u32(cfg.head_dim as u32).sqrt(),
+            theta_scale_swa: kernels::rope_theta_scale(cfg.rope_base_swa, cfg.n_rot),
+            rope_sets: rope_sets(&cfg),
+            attn_scale: F32::ONE / F32::from_u32(cfg.attn_scale_dim() as u32).sqrt(),
             head_pass_rows: layout.head_pass_rows,
             n_rows: 0,
             n_logit_rows: 0,
@@ -374,7 +389,7 @@ impl<'a> RunState<'a> {
             up: c.slice(mul(rows, hd)?)?,
             matmul_scratch: c.slice(layout.matmul_scratch)?,
             logits: c.slice(mul(logit_rows, cfg.vocab_size)?)?,
-            rope_sin_cos: c.slice(mul(rows, cfg.n_rot)?)?,
+            rope_sin_cos: c.slice(mul(rows, mul(cfg.n_rot, rope_sets(&cfg))?)?)?,
             row_entry: c.slice(rows)?,
             row_pos: c.slice(rows)?,
             logit_rows: c.slice(logit_rows)?,

@@ -18,12 +18,14 @@ use core::fmt::Write as _;
 
 /// Most layers a synthetic model may have.
 pub const MAX_LAYERS: usize = 8;
-const MAX_TENSORS: usize = 3 + 12 * MAX_LAYERS;
+const MAX_TENSORS: usize = 4 + 16 * MAX_LAYERS;
 
 /// What to generate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SynthSpec {
-    /// `llama` or `qwen2` (q/k/v biases, NEOX RoPE).
+    /// `llama`, `qwen2` (q/k/v biases, NEOX RoPE), `qwen3` (Q/K head
+    /// norms) or `gemma3` (Q/K head norms, post-norms, GEGLU, sliding
+    /// window).
     pub arch: Arch,
     /// Residual width.
     pub dim: usize,
@@ -47,6 +49,14 @@ pub struct SynthSpec {
     pub separate_output: bool,
     /// Seed of the weights.
     pub seed: u64,
+    /// Dimensions per head, written as `attention.key_length` (and
+    /// `value_length`); 0: `dim / n_heads`, no key written.
+    pub head_dim: usize,
+    /// Gemma 3's `attention.sliding_window` (ignored by the other archs).
+    pub sliding_window: usize,
+    /// Write a `rope_freqs.weight` tensor of `n_rot / 2` frequency factors
+    /// (Llama 3.x).
+    pub rope_freqs: bool,
 }
 
 impl SynthSpec {
@@ -64,7 +74,61 @@ impl SynthSpec {
         embd_type: GgmlType::Q8_0,
         separate_output: false,
         seed: 1,
+        head_dim: 0,
+        sliding_window: 0,
+        rope_freqs: false,
     };
+
+    /// A small gemma3 (q_dim 128 over dim 96, window 5, every 2nd layer
+    /// global), Q8_0: compared with llama.cpp by `tests/arch_llamacpp.rs`.
+    pub const GEMMA3: SynthSpec = SynthSpec {
+        arch: Arch::Gemma3,
+        dim: 96,
+        hidden_dim: 128,
+        n_layers: 2,
+        n_heads: 4,
+        n_kv_heads: 2,
+        n_rot: 32,
+        vocab_size: 96,
+        weight_type: GgmlType::Q8_0,
+        embd_type: GgmlType::Q8_0,
+        separate_output: false,
+        seed: 7,
+        head_dim: 32,
+        sliding_window: 5,
+        rope_freqs: false,
+    };
+
+    /// A small qwen3 (q_dim 128 over dim 64), Q8_0.
+    pub const QWEN3: SynthSpec = SynthSpec {
+        arch: Arch::Qwen3,
+        dim: 64,
+        head_dim: 32,
+        n_rot: 32,
+        weight_type: GgmlType::Q8_0,
+        seed: 8,
+        ..SynthSpec::TINY
+    };
+
+    /// A small llama with Llama 3.x frequency factors, Q8_0.
+    pub const LLAMA3: SynthSpec = SynthSpec {
+        rope_freqs: true,
+        weight_type: GgmlType::Q8_0,
+        seed: 9,
+        ..SynthSpec::TINY
+    };
+
+    /// Dimensions per head: [`SynthSpec::head_dim`], or `dim / n_heads`.
+    pub const fn head_dim(&self) -> usize {
+        if self.head_dim > 0 {
+            self.head_dim
+        } else {
+            match self.dim.checked_div(self.n_heads) {
+                Some(h) => h,
+                None => 0,
+            }
+        }
+    }
 }
 
 /// Fixed-capacity storage for tensor names.
@@ -137,6 +201,8 @@ enum Fill {
     Norm,
     /// Small biases.
     Bias,
+    /// RoPE frequency factors in `[1, 8)`.
+    Factor,
 }
 
 /// Collects the [`Plan`]s of a model in file order.
@@ -196,27 +262,41 @@ fn plans(
         spec.hidden_dim as u64,
         spec.vocab_size as u64,
     );
-    let hd = spec.dim / spec.n_heads.max(1);
+    let hd = spec.head_dim();
     let q = (spec.n_heads * hd) as u64;
     let kv = (spec.n_kv_heads * hd) as u64;
     let wt = spec.weight_type;
     let mut p = Planner { names, out, n: 0 };
     p.matrix(None, "token_embd.weight", spec.embd_type, [d, v])?;
+    if spec.rope_freqs {
+        let pairs = (spec.n_rot.min(hd) / 2) as u64;
+        p.vector(None, "rope_freqs.weight", pairs, Fill::Factor)?;
+    }
     for l in (0..spec.n_layers).map(Some) {
         p.vector(l, "attn_norm.weight", d, Fill::Norm)?;
         p.matrix(l, "attn_q.weight", wt, [d, q])?;
         p.matrix(l, "attn_k.weight", wt, [d, kv])?;
         p.matrix(l, "attn_v.weight", wt, [d, kv])?;
-        if spec.arch == Arch::Qwen2 {
+        if spec.arch.has_qkv_bias() {
             p.vector(l, "attn_q.bias", q, Fill::Bias)?;
             p.vector(l, "attn_k.bias", kv, Fill::Bias)?;
             p.vector(l, "attn_v.bias", kv, Fill::Bias)?;
         }
+        if spec.arch.has_qk_norm() {
+            p.vector(l, "attn_q_norm.weight", hd as u64, Fill::Norm)?;
+            p.vector(l, "attn_k_norm.weight", hd as u64, Fill::Norm)?;
+        }
         p.matrix(l, "attn_output.weight", wt, [q, d])?;
+        if spec.arch.has_post_norms() {
+            p.vector(l, "post_attention_norm.weight", d, Fill::Norm)?;
+        }
         p.vector(l, "ffn_norm.weight", d, Fill::Norm)?;
         p.matrix(l, "ffn_gate.weight", wt, [d, h])?;
         p.matrix(l, "ffn_up.weight", wt, [d, h])?;
         p.matrix(l, "ffn_down.weight", wt, [h, d])?;
+        if spec.arch.has_post_norms() {
+            p.vector(l, "post_ffw_norm.weight", d, Fill::Norm)?;
+        }
     }
     p.vector(None, "output_norm.weight", d, Fill::Norm)?;
     if spec.separate_output {
@@ -248,6 +328,14 @@ fn fill(p: &Plan, rng: &mut SplitMix64, data: &mut [u8]) {
                 // 1 + u/64 with u in [-8, 8): norm weights near one.
                 let u = (rng.next_u64() % 16) as i32 - 8;
                 let v = F32::ONE + F32::from_i128_scaled(u as i128, -6);
+                c.copy_from_slice(&v.to_bits().to_le_bytes());
+            }
+        }
+        (Fill::Factor, _) => {
+            for c in data.chunks_exact_mut(4) {
+                // 1 + u/4 with u in [0, 28): factors in [1, 8).
+                let u = (rng.next_u64() % 28) as i32;
+                let v = F32::ONE + F32::from_i128_scaled(u as i128, -2);
                 c.copy_from_slice(&v.to_bits().to_le_bytes());
             }
         }
@@ -316,7 +404,8 @@ fn fill(p: &Plan, rng: &mut SplitMix64, data: &mut [u8]) {
 
 /// `Err` unless `spec` describes a model the writer and the engine accept:
 /// 1 to [`MAX_LAYERS`] layers, query heads a non-zero multiple of the KV
-/// heads and dividing `dim`.
+/// heads and dividing `dim` (unless `head_dim` is given), and (gemma3) a
+/// sliding window.
 fn validate(spec: &SynthSpec) -> Result<()> {
     if spec.n_layers == 0 || spec.n_layers > MAX_LAYERS {
         return Err(Error::InvalidModelConfig {
@@ -326,13 +415,19 @@ fn validate(spec: &SynthSpec) -> Result<()> {
     }
     if spec.n_heads == 0
         || spec.n_kv_heads == 0
-        || !spec.dim.is_multiple_of(spec.n_heads)
+        || (spec.head_dim == 0 && !spec.dim.is_multiple_of(spec.n_heads))
         || !spec.n_heads.is_multiple_of(spec.n_kv_heads)
     {
         return Err(Error::InvalidHeads {
             n_head: spec.n_heads,
             n_kv_head: spec.n_kv_heads,
             head_dim: spec.dim.checked_div(spec.n_heads).unwrap_or(0),
+        });
+    }
+    if spec.arch == Arch::Gemma3 && spec.sliding_window == 0 {
+        return Err(Error::InvalidModelConfig {
+            key: "attention.sliding_window",
+            value: 0,
         });
     }
     Ok(())
@@ -400,11 +495,8 @@ fn fill_tensors(
 
 /// The architecture and hyper-parameter keys llama.cpp reads.
 fn write_metadata(w: &mut Writer<'_>, spec: &SynthSpec) -> Result<()> {
-    let hd = spec.dim / spec.n_heads;
-    let arch = match spec.arch {
-        Arch::Llama => "llama",
-        Arch::Qwen2 => "qwen2",
-    };
+    let hd = spec.head_dim();
+    let arch = spec.arch.name();
     let mut kb = [0u8; 64];
     w.add_str("general.architecture", arch)?;
     w.add_str("general.name", "detllm-synthetic")?;
@@ -419,6 +511,34 @@ fn write_metadata(w: &mut Writer<'_>, spec: &SynthSpec) -> Result<()> {
     ];
     for (suffix, value) in u32_keys {
         w.add_u32(arch_key(&mut kb, arch, suffix)?, value as u32)?;
+    }
+    // Keys only the newer specs carry (older files stay byte-identical).
+    if spec.head_dim > 0 {
+        w.add_u32(arch_key(&mut kb, arch, "attention.key_length")?, hd as u32)?;
+        w.add_u32(
+            arch_key(&mut kb, arch, "attention.value_length")?,
+            hd as u32,
+        )?;
+    }
+    if spec.arch == Arch::Gemma3 {
+        // Every 2nd layer global (so a 2-layer model has both kinds), the
+        // local layers' RoPE base 1000 (not the global 10000), logits
+        // soft-capped at 0.5 (the synthetic logits are small: a larger cap
+        // would hardly act).
+        let window = spec.sliding_window as u32;
+        w.add_u32(arch_key(&mut kb, arch, "attention.sliding_window")?, window)?;
+        w.add_u32(
+            arch_key(&mut kb, arch, "attention.sliding_window_pattern")?,
+            2,
+        )?;
+        w.add_f32(
+            arch_key(&mut kb, arch, "rope.freq_base_swa")?,
+            F32::from_u32(1000),
+        )?;
+        w.add_f32(
+            arch_key(&mut kb, arch, "final_logit_softcapping")?,
+            F32::from_bits(0x3F00_0000), // 0.5
+        )?;
     }
     // 10000 and 1e-5 (0x3727C5AC) as binary32 bits.
     w.add_f32(

@@ -65,6 +65,9 @@ pub struct Model<'a> {
     norms: &'a [F32],        // (n_layers, 2, dim): attn_norm, ffn_norm
     output_norm: &'a [F32],  // (dim)
     biases: &'a [F32],       // (n_layers, q_dim + 2 kv_dim) or empty
+    qk_norms: &'a [F32],     // (n_layers, 2, head_dim): attn_q_norm, attn_k_norm, or empty
+    post_norms: &'a [F32],   // (n_layers, 2, dim): post_attention_norm, post_ffw_norm, or empty
+    rope_freqs: &'a [F32],   // (n_rot / 2) RoPE frequency factors, or empty
 }
 
 /// A tensor name such as `blk.12.attn_q.weight`, formatted on the stack.
@@ -147,7 +150,8 @@ fn need(file: &File<'_>, arch: &str, suffix: &str) -> Result<usize> {
 }
 
 impl Config {
-    /// Reads the hyper-parameters of a `llama` or `qwen2` GGUF file.
+    /// Reads the hyper-parameters of a `llama`, `qwen2`, `qwen3` or `gemma3`
+    /// GGUF file.
     ///
     /// Errors: [`Error::MissingMetadata`] (a required key, named),
     /// [`Error::UnsupportedArchitecture`], [`Error::MissingTensor`] (no
@@ -161,34 +165,76 @@ impl Config {
             .ok_or(Error::MissingMetadata {
                 key: ErrName::new("general.architecture"),
             })?;
-        let arch = match arch_name {
-            "llama" => Arch::Llama,
-            "qwen2" => Arch::Qwen2,
-            _ => {
-                return Err(Error::UnsupportedArchitecture {
-                    name: ErrName::new(arch_name),
-                });
-            }
-        };
+        let arch = Arch::from_name(arch_name).ok_or(Error::UnsupportedArchitecture {
+            name: ErrName::new(arch_name),
+        })?;
         let a = arch_name;
         let dim = need(file, a, "embedding_length")?;
         let hidden_dim = need(file, a, "feed_forward_length")?;
         let n_layers = need(file, a, "block_count")?;
         let n_heads = need(file, a, "attention.head_count")?;
         let n_kv_heads = get_usize(file, a, "attention.head_count_kv")?.unwrap_or(n_heads);
-        if n_heads == 0 || !dim.is_multiple_of(n_heads) {
-            return Err(Error::InvalidHeads {
-                n_head: n_heads,
-                n_kv_head: n_kv_heads,
-                head_dim: dim.checked_div(n_heads).unwrap_or(0),
+        // head_dim: `attention.key_length` when given (Gemma 3, Qwen3: it
+        // need not be dim / n_heads), else dim / n_heads.
+        let head_dim = match get_usize(file, a, "attention.key_length")? {
+            Some(k) => k,
+            None => {
+                if n_heads == 0 || !dim.is_multiple_of(n_heads) {
+                    return Err(Error::InvalidHeads {
+                        n_head: n_heads,
+                        n_kv_head: n_kv_heads,
+                        head_dim: dim.checked_div(n_heads).unwrap_or(0),
+                    });
+                }
+                dim / n_heads
+            }
+        };
+        if let Some(v) = get_usize(file, a, "attention.value_length")?
+            && v != head_dim
+        {
+            return Err(Error::InvalidModelConfig {
+                key: "attention.value_length",
+                value: v,
             });
         }
-        let head_dim = dim / n_heads;
+        // Linear/YaRN RoPE scaling is not implemented: refuse rather than
+        // compute something else.
+        if let Some(f) = file.get_f32(key(a, "rope.scaling.factor").as_str())?
+            && f.to_bits() != F32::ONE.to_bits()
+            && f.to_bits() != 0
+        {
+            return Err(Error::InvalidModelConfig {
+                key: "rope.scaling.factor",
+                value: f.to_bits() as usize,
+            });
+        }
         let n_rot = get_usize(file, a, "rope.dimension_count")?.unwrap_or(head_dim);
         let context_len = need(file, a, "context_length")?;
         let rope_base = file
             .get_f32(key(a, "rope.freq_base").as_str())?
             .unwrap_or(F32::from_bits(0x461C_4000)); // 10000.0
+        // Gemma 3 as llama.cpp loads it: a window from
+        // `attention.sliding_window` (absent or 0: none), layer l global iff
+        // l % p == p - 1 with p = `attention.sliding_window_pattern` or 6,
+        // the local layers' RoPE base `rope.freq_base_swa` or 10000.
+        let (sliding_window, swa_pattern) = match arch {
+            Arch::Gemma3 => match get_usize(file, a, "attention.sliding_window")? {
+                Some(w) if w > 0 => (
+                    w,
+                    get_usize(file, a, "attention.sliding_window_pattern")?.unwrap_or(6),
+                ),
+                _ => (0, 0),
+            },
+            _ => (0, 0),
+        };
+        let rope_base_swa = file
+            .get_f32(key(a, "rope.freq_base_swa").as_str())?
+            .unwrap_or(F32::from_bits(0x461C_4000)); // 10000.0
+        let final_softcap = match arch {
+            Arch::Gemma3 => file.get_f32(key(a, "final_logit_softcapping").as_str())?,
+            _ => None,
+        }
+        .unwrap_or(F32::ZERO);
         let eps = file
             .get_f32(key(a, "attention.layer_norm_rms_epsilon").as_str())?
             .ok_or_else(|| missing_key(a, "attention.layer_norm_rms_epsilon"))?;
@@ -209,6 +255,10 @@ impl Config {
             context_len,
             rope_base,
             eps,
+            sliding_window,
+            swa_pattern,
+            rope_base_swa,
+            final_softcap,
         };
         cfg.validate()?;
         Ok(cfg)
@@ -218,16 +268,38 @@ impl Config {
 impl<'a> Model<'a> {
     /// Arena bytes [`Model::from_gguf`] takes for `cfg`.
     pub fn bytes_required(cfg: &Config) -> Option<usize> {
-        let biases = match cfg.arch {
-            Arch::Qwen2 => cfg.n_layers.checked_mul(cfg.q_dim() + 2 * cfg.kv_dim())?,
-            Arch::Llama => 0,
-        };
+        let (biases, qk, post) = Self::extra_lens(cfg)?;
         Arena::bytes_for::<LayerRefs>(cfg.n_layers)?
             .checked_add(Arena::bytes_for::<F32>(
                 cfg.n_layers.checked_mul(2 * cfg.dim)?,
             )?)?
             .checked_add(Arena::bytes_for::<F32>(cfg.dim)?)?
-            .checked_add(Arena::bytes_for::<F32>(biases)?)
+            .checked_add(Arena::bytes_for::<F32>(biases)?)?
+            .checked_add(Arena::bytes_for::<F32>(qk)?)?
+            .checked_add(Arena::bytes_for::<F32>(post)?)?
+            .checked_add(Arena::bytes_for::<F32>(cfg.n_rot / 2)?)
+    }
+
+    /// Elements of the per-architecture vectors: `(biases, qk_norms,
+    /// post_norms)`.
+    fn extra_lens(cfg: &Config) -> Option<(usize, usize, usize)> {
+        let a = cfg.arch;
+        let biases = if a.has_qkv_bias() {
+            cfg.n_layers.checked_mul(cfg.q_dim() + 2 * cfg.kv_dim())?
+        } else {
+            0
+        };
+        let qk = if a.has_qk_norm() {
+            cfg.n_layers.checked_mul(2 * cfg.head_dim)?
+        } else {
+            0
+        };
+        let post = if a.has_post_norms() {
+            cfg.n_layers.checked_mul(2 * cfg.dim)?
+        } else {
+            0
+        };
+        Some((biases, qk, post))
     }
 
     /// Binds every tensor of `file` (whose bytes are `bytes`), checking each
@@ -263,29 +335,68 @@ impl<'a> Model<'a> {
             for name in ["attn_norm.weight", "ffn_norm.weight"] {
                 vector(file, Some(l), name, d)?;
             }
-            if cfg.arch == Arch::Qwen2 {
+            if cfg.arch.has_qkv_bias() {
                 vector(file, Some(l), "attn_q.bias", q)?;
                 vector(file, Some(l), "attn_k.bias", kv)?;
                 vector(file, Some(l), "attn_v.bias", kv)?;
             }
+            if cfg.arch.has_qk_norm() {
+                vector(file, Some(l), "attn_q_norm.weight", cfg.head_dim)?;
+                vector(file, Some(l), "attn_k_norm.weight", cfg.head_dim)?;
+            }
+            if cfg.arch.has_post_norms() {
+                vector(file, Some(l), "post_attention_norm.weight", d)?;
+                vector(file, Some(l), "post_ffw_norm.weight", d)?;
+            }
         }
         let out_norm_t = vector(file, None, "output_norm.weight", d)?;
+        // Llama 3.x frequency factors, optional (n_rot / 2 of them).
+        let rope_freqs_t = match tensor(file, None, "rope_freqs.weight") {
+            Some(_) => Some(vector(file, None, "rope_freqs.weight", cfg.n_rot / 2)?),
+            None => None,
+        };
+        let (n_bias, n_qk, n_post) = Self::extra_lens(&cfg).ok_or(Error::SizeOverflow)?;
 
         let layers = arena.alloc::<LayerRefs>(cfg.n_layers)?;
         let norms = arena.alloc::<F32>(cfg.n_layers * 2 * d)?;
         let output_norm = arena.alloc::<F32>(d)?;
-        let n_bias = if cfg.arch == Arch::Qwen2 {
-            cfg.n_layers * (q + 2 * kv)
+        let biases = arena.alloc::<F32>(n_bias)?;
+        let qk_norms = arena.alloc::<F32>(n_qk)?;
+        let post_norms = arena.alloc::<F32>(n_post)?;
+        let rope_freqs = arena.alloc::<F32>(if rope_freqs_t.is_some() {
+            cfg.n_rot / 2
         } else {
             0
-        };
-        let biases = arena.alloc::<F32>(n_bias)?;
+        })?;
+        let hdim = cfg.head_dim;
         for l in 0..cfg.n_layers {
             layers[l] = layer_refs(&mat, l, d, q, kv, h)?;
             let nl = &mut norms[l * 2 * d..(l + 1) * 2 * d];
             decode_f32(&vector(file, Some(l), "attn_norm.weight", d)?, &mut nl[..d]);
             decode_f32(&vector(file, Some(l), "ffn_norm.weight", d)?, &mut nl[d..]);
-            if cfg.arch == Arch::Qwen2 {
+            if n_qk > 0 {
+                let nq = &mut qk_norms[l * 2 * hdim..(l + 1) * 2 * hdim];
+                decode_f32(
+                    &vector(file, Some(l), "attn_q_norm.weight", hdim)?,
+                    &mut nq[..hdim],
+                );
+                decode_f32(
+                    &vector(file, Some(l), "attn_k_norm.weight", hdim)?,
+                    &mut nq[hdim..],
+                );
+            }
+            if n_post > 0 {
+                let np = &mut post_norms[l * 2 * d..(l + 1) * 2 * d];
+                decode_f32(
+                    &vector(file, Some(l), "post_attention_norm.weight", d)?,
+                    &mut np[..d],
+                );
+                decode_f32(
+                    &vector(file, Some(l), "post_ffw_norm.weight", d)?,
+                    &mut np[d..],
+                );
+            }
+            if n_bias > 0 {
                 let b = &mut biases[l * (q + 2 * kv)..(l + 1) * (q + 2 * kv)];
                 decode_f32(&vector(file, Some(l), "attn_q.bias", q)?, &mut b[..q]);
                 decode_f32(
@@ -296,9 +407,12 @@ impl<'a> Model<'a> {
             }
         }
         decode_f32(&out_norm_t, output_norm);
+        if let Some(t) = rope_freqs_t {
+            decode_f32(&t, rope_freqs);
+        }
         let rope_style = match cfg.arch {
             Arch::Llama => RopeStyle::Norm,
-            Arch::Qwen2 => RopeStyle::Neox,
+            Arch::Qwen2 | Arch::Qwen3 | Arch::Gemma3 => RopeStyle::Neox,
         };
         Ok(Model {
             cfg,
@@ -310,6 +424,9 @@ impl<'a> Model<'a> {
             norms,
             output_norm,
             biases,
+            qk_norms,
+            post_norms,
+            rope_freqs,
         })
     }
 
@@ -354,6 +471,8 @@ impl<'a> Model<'a> {
             wk: self.matrix(&refs.wk)?,
             wv: self.matrix(&refs.wv)?,
             qkv_bias: self.biases(l),
+            qk_norm: self.qk_norms(l),
+            post_norms: self.post_norms(l),
             wo: self.matrix(&refs.wo)?,
             ffn_norm,
             w_gate: self.matrix(&refs.w_gate)?,
@@ -368,6 +487,28 @@ impl<'a> Model<'a> {
         let d = self.cfg.dim;
         let nl = self.norms.get(l * 2 * d..(l + 1) * 2 * d).unwrap_or(&[]);
         nl.split_at(nl.len() / 2)
+    }
+
+    /// `(q_norm, k_norm)` of layer `l`, `head_dim` each (qwen3, gemma3), or
+    /// `None`.
+    pub fn qk_norms(&self, l: usize) -> Option<(&[F32], &[F32])> {
+        let h = self.cfg.head_dim;
+        let n = self.qk_norms.get(l * 2 * h..(l + 1) * 2 * h)?;
+        (!n.is_empty()).then(|| n.split_at(h))
+    }
+
+    /// `(post_attention_norm, post_ffw_norm)` of layer `l`, `dim` each
+    /// (gemma3), or `None`.
+    pub fn post_norms(&self, l: usize) -> Option<(&[F32], &[F32])> {
+        let d = self.cfg.dim;
+        let n = self.post_norms.get(l * 2 * d..(l + 1) * 2 * d)?;
+        (!n.is_empty()).then(|| n.split_at(d))
+    }
+
+    /// RoPE frequency factors (`rope_freqs.weight`, `n_rot / 2`: pair `i`'s
+    /// angle is divided by factor `i`), or empty.
+    pub fn rope_freqs(&self) -> &[F32] {
+        self.rope_freqs
     }
 
     /// The final norm's weights.
@@ -405,6 +546,13 @@ pub struct LayerWeights<'m> {
     pub wv: QMatrix<'m>,
     /// `(q_dim)`, `(kv_dim)`, `(kv_dim)` biases added to Q, K, V (qwen2), or `None`.
     pub qkv_bias: Option<(&'m [F32], &'m [F32], &'m [F32])>,
+    /// `(head_dim)` RMSNorm weights of every Q head and every K head, before
+    /// RoPE (qwen3, gemma3), or `None`.
+    pub qk_norm: Option<(&'m [F32], &'m [F32])>,
+    /// `(dim)` RMSNorm weights applied to the attention block's and the
+    /// feed-forward block's outputs before the residual add (gemma3), or
+    /// `None`.
+    pub post_norms: Option<(&'m [F32], &'m [F32])>,
     /// `(dim, q_dim)`
     pub wo: QMatrix<'m>,
     /// `(dim)` RMSNorm weight before the feed-forward block.

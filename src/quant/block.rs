@@ -101,6 +101,22 @@ pub struct BlockQ4_K {
     pub qs: [u8; 128],
 }
 
+/// `Q5_K`: [`BlockQ4_K`] with a fifth bit per element.
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+#[repr(C)]
+pub struct BlockQ5_K {
+    /// Super-block scale for the scales, f16 bits (LE).
+    pub d: [u8; 2],
+    /// Super-block scale for the mins, f16 bits (LE).
+    pub dmin: [u8; 2],
+    /// Packed 6-bit scales and mins (`get_scale_min_k4`).
+    pub scales: [u8; 12],
+    /// Fifth bits: bit `j` of `qh[l]` belongs to element `32j + l`.
+    pub qh: [u8; 32],
+    /// Low nibbles, laid out as in [`BlockQ4_K`].
+    pub qs: [u8; 128],
+}
+
 /// `Q6_K`: 16 groups of 16 with `i8` scales.
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
 #[repr(C)]
@@ -122,6 +138,7 @@ const _: () = assert!(size_of::<BlockQ5_1>() == 24);
 const _: () = assert!(size_of::<BlockQ8_0>() == 34);
 const _: () = assert!(size_of::<BlockQ8_1>() == 36);
 const _: () = assert!(size_of::<BlockQ4_K>() == 144);
+const _: () = assert!(size_of::<BlockQ5_K>() == 176);
 const _: () = assert!(size_of::<BlockQ6_K>() == 210);
 
 /// Little-endian `u16` from two bytes.
@@ -211,15 +228,7 @@ impl BlockQ4_K {
     /// `(scale, min)` of sub-block `j` (0..8), 6 bits each (`get_scale_min_k4`).
     #[inline(always)]
     pub const fn scale_min(&self, j: usize) -> (u8, u8) {
-        let s = &self.scales;
-        if j < 4 {
-            (s[j] & 63, s[j + 4] & 63)
-        } else {
-            (
-                (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4),
-                (s[j + 4] >> 4) | ((s[j] >> 6) << 4),
-            )
-        }
+        k_scale_min(&self.scales, j)
     }
     /// Quant of element `i` (0..256), 0..=15.
     #[inline(always)]
@@ -228,6 +237,46 @@ impl BlockQ4_K {
         if (i / 32) & 1 == 0 { b & 15 } else { b >> 4 }
     }
 }
+impl BlockQ5_K {
+    /// Scale of the scales (f16 bits).
+    #[inline(always)]
+    pub const fn d(&self) -> u16 {
+        le16(self.d)
+    }
+    /// Scale of the mins (f16 bits).
+    #[inline(always)]
+    pub const fn dmin(&self) -> u16 {
+        le16(self.dmin)
+    }
+    /// `(scale, min)` of sub-block `j` (0..8), as [`BlockQ4_K::scale_min`].
+    #[inline(always)]
+    pub const fn scale_min(&self, j: usize) -> (u8, u8) {
+        k_scale_min(&self.scales, j)
+    }
+    /// Quant of element `i` (0..256), 0..=31: the [`BlockQ4_K`] nibble plus
+    /// 16 if bit `i / 32` of `qh[i % 32]` is set.
+    #[inline(always)]
+    pub const fn q(&self, i: usize) -> u8 {
+        let b = self.qs[32 * (i / 64) + i % 32];
+        let nib = if (i / 32) & 1 == 0 { b & 15 } else { b >> 4 };
+        nib | (((self.qh[i % 32] >> (i / 32)) & 1) << 4)
+    }
+}
+
+/// `(scale, min)` of sub-block `j` (0..8) of a Q4_K / Q5_K super-block from
+/// its 12 packed bytes, 6 bits each (`get_scale_min_k4`).
+#[inline(always)]
+pub const fn k_scale_min(s: &[u8; 12], j: usize) -> (u8, u8) {
+    if j < 4 {
+        (s[j] & 63, s[j + 4] & 63)
+    } else {
+        (
+            (s[j + 4] & 15) | ((s[j - 4] >> 6) << 4),
+            (s[j + 4] >> 4) | ((s[j] >> 6) << 4),
+        )
+    }
+}
+
 impl BlockQ6_K {
     /// Super-block scale (f16 bits).
     #[inline(always)]

@@ -9,6 +9,7 @@
 //! | Q5_1 | `(q · d) + m` |
 //! | Q8_0 | `q · d` |
 //! | Q4_K | `(d · sc) · q - (dmin · mn)` (`d1 = d·sc`, `m1 = dmin·mn` first) |
+//! | Q5_K | as Q4_K, `q` with its fifth bit |
 //! | Q6_K | `(d · sc) · q` |
 //!
 //! These are llama.cpp's `dequantize_row_*` formulas with C's left-to-right
@@ -19,7 +20,8 @@
 
 use super::GgmlType;
 use super::block::{
-    BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0, BlockQ5_1, BlockQ6_K, BlockQ8_0, QK, QK_K, blocks,
+    BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0, BlockQ5_1, BlockQ5_K, BlockQ6_K, BlockQ8_0, QK,
+    QK_K, blocks,
 };
 use crate::{Error, F32, Result};
 use bytemuck::Pod;
@@ -70,6 +72,7 @@ pub fn dequantize_row(ty: GgmlType, data: &[u8], out: &mut [F32]) -> Result<()> 
         GgmlType::Q5_1 => each_block(data, out, q5_1_block)?,
         GgmlType::Q8_0 => each_block(data, out, q8_0_block)?,
         GgmlType::Q4_K => each_block(data, out, q4_k_block)?,
+        GgmlType::Q5_K => each_block(data, out, q5_k_block)?,
         GgmlType::Q6_K => each_block(data, out, q6_k_block)?,
         GgmlType::Q8_1 => {
             return Err(Error::UnsupportedType {
@@ -149,6 +152,20 @@ fn q8_0_block(b: &BlockQ8_0, y: &mut [F32; QK]) {
 /// `m1 = dmin · mn` rounded first.
 #[inline(always)]
 fn q4_k_block(b: &BlockQ4_K, y: &mut [F32; QK_K]) {
+    let (d, dmin) = (h(b.d()), h(b.dmin()));
+    for (j, ys) in y.chunks_exact_mut(32).enumerate() {
+        let (sc, mn) = b.scale_min(j);
+        let d1 = d * i(sc as i32);
+        let m1 = dmin * i(mn as i32);
+        for (l, o) in ys.iter_mut().enumerate() {
+            *o = d1 * i(b.q(32 * j + l) as i32) - m1;
+        }
+    }
+}
+
+/// Q5_K: [`q4_k_block`] with 5-bit quants.
+#[inline(always)]
+fn q5_k_block(b: &BlockQ5_K, y: &mut [F32; QK_K]) {
     let (d, dmin) = (h(b.d()), h(b.dmin()));
     for (j, ys) in y.chunks_exact_mut(32).enumerate() {
         let (sc, mn) = b.scale_min(j);

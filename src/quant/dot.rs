@@ -14,6 +14,7 @@
 //! | Q5_1 | `dx·dy·Σ q·y + mx·sy` |
 //! | Q8_0 | `dx·dy·Σ qx·qy` |
 //! | Q4_K | `d·dy·sc_j·Σ q·y − dmin·dy·mn_j·Σ y` per 32-sub-block `j` |
+//! | Q5_K | as Q4_K, `q` 5-bit |
 //! | Q6_K | `d·dy·(sc_2j·Σ_16 q·y + sc_2j+1·Σ_16 q·y)` |
 //!
 //! F16 weights: `Σ w_i·x_i` with `x_i` rounded to f16, exact ([`F16Acc`]).
@@ -25,7 +26,8 @@
 use super::GgmlType;
 use super::act::{ActRow, FLAG_D_NONFINITE, FLAG_S_NONFINITE};
 use super::block::{
-    BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0, BlockQ5_1, BlockQ6_K, BlockQ8_0, QK, blocks,
+    BlockQ4_0, BlockQ4_1, BlockQ4_K, BlockQ5_0, BlockQ5_1, BlockQ5_K, BlockQ6_K, BlockQ8_0, QK,
+    blocks,
 };
 use super::dequant::q5_pair;
 use super::fixed::{ExactAcc, f16_fixed, f16_nonfinite};
@@ -96,6 +98,7 @@ pub fn dot_row(ty: GgmlType, data: &[u8], y: &ActRow<'_>, n: usize) -> Result<F3
         GgmlType::Q5_1 => dot_q5_1(blocks(data)?, y, d_bad | s_bad),
         GgmlType::Q8_0 => dot_q8_0(blocks(data)?, y, d_bad),
         GgmlType::Q4_K => dot_q4_k(blocks(data)?, y, d_bad),
+        GgmlType::Q5_K => dot_q5_k(blocks(data)?, y, d_bad),
         GgmlType::Q6_K => dot_q6_k(blocks(data)?, y, d_bad),
         GgmlType::F32 | GgmlType::BF16 | GgmlType::F16 | GgmlType::Q8_1 => {
             return Err(Error::UnsupportedType {
@@ -190,6 +193,31 @@ fn dot_q8_0(bs: &[BlockQ8_0], y: &ActRow<'_>, nonfinite: bool) -> ExactAcc {
 /// `dmin` term).
 #[inline(always)]
 fn dot_q4_k(bs: &[BlockQ4_K], y: &ActRow<'_>, nonfinite: bool) -> ExactAcc {
+    let mut acc = ExactAcc { sum: 0, nonfinite };
+    let sbs = y.qs.chunks_exact(256).zip(y.sc.chunks_exact(8));
+    for (b, (yq, ys)) in bs.iter().zip(sbs) {
+        let (dm, dsh) = f16_fixed(b.d());
+        let (nm, nsh) = f16_fixed(b.dmin());
+        acc.nonfinite |= f16_nonfinite(b.d()) | f16_nonfinite(b.dmin());
+        for (j, s) in ys.iter().enumerate() {
+            let (sc, mn) = b.scale_min(j);
+            let mut sumq = 0i32;
+            for l in 0..32 {
+                sumq += b.q(32 * j + l) as i32 * yq[32 * j + l] as i32;
+            }
+            acc.add_shifted((sc as i32 * sumq) as i64 * (dm * s.dm) as i64, dsh + s.dsh);
+            acc.add_shifted(
+                -((mn as i32 * s.bsum) as i64 * (nm * s.dm) as i64),
+                nsh + s.dsh,
+            );
+        }
+    }
+    acc
+}
+
+/// [`dot_q4_k`] for Q5_K.
+#[inline(always)]
+fn dot_q5_k(bs: &[BlockQ5_K], y: &ActRow<'_>, nonfinite: bool) -> ExactAcc {
     let mut acc = ExactAcc { sum: 0, nonfinite };
     let sbs = y.qs.chunks_exact(256).zip(y.sc.chunks_exact(8));
     for (b, (yq, ys)) in bs.iter().zip(sbs) {

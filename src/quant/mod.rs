@@ -48,6 +48,8 @@ pub enum GgmlType {
     Q8_1 = 9,
     /// 256-blocks: `f16 d; f16 dmin; u8 scales[12]; u8 qs[128]`.
     Q4_K = 12,
+    /// 256-blocks: `f16 d; f16 dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]`.
+    Q5_K = 13,
     /// 256-blocks: `u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d`.
     Q6_K = 14,
     /// bfloat16.
@@ -67,6 +69,7 @@ impl GgmlType {
             8 => GgmlType::Q8_0,
             9 => GgmlType::Q8_1,
             12 => GgmlType::Q4_K,
+            13 => GgmlType::Q5_K,
             14 => GgmlType::Q6_K,
             30 => GgmlType::BF16,
             _ => return None,
@@ -77,7 +80,7 @@ impl GgmlType {
     pub const fn block_size(self) -> usize {
         match self {
             GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 => 1,
-            GgmlType::Q4_K | GgmlType::Q6_K => 256,
+            GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K => 256,
             _ => 32,
         }
     }
@@ -94,6 +97,7 @@ impl GgmlType {
             GgmlType::Q8_0 => 34,
             GgmlType::Q8_1 => 36,
             GgmlType::Q4_K => 144,
+            GgmlType::Q5_K => 176,
             GgmlType::Q6_K => 210,
         }
     }

@@ -17,7 +17,7 @@
 //!   (`builds()` below hands them out).
 //! * A build is called only where [`level`] found its features; that is
 //!   the macro's one `unsafe` (`multiversion!`'s SAFETY text). The
-//!   hand-written Q4_1/Q8_0 intrinsics (`quant::fast::x86`) select their
+//!   hand-written Q4_1/Q5_0/Q8_0 intrinsics (`quant::fast::x86`) select their
 //!   builds by the same levels.
 //!
 //! ## Unsafe review
@@ -32,7 +32,7 @@
 use core::sync::atomic::{AtomicU8, Ordering};
 
 /// SIMD levels of x86-64 CPUs, each including the ones before it. The
-/// levels name what `multiversion!`'s builds and the fused Q4_1/Q8_0
+/// levels name what `multiversion!`'s builds and the fused Q4_1/Q5_0/Q8_0
 /// kernels are compiled for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 #[repr(u8)]

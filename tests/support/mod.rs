@@ -9,7 +9,8 @@
 //! * [`gguf`]: gguf-py fixtures and manifests, a GGUF byte builder;
 //! * [`quant`]: independent references for the quant and kernel tests;
 //! * [`math`]: sample inputs and the exhaustive driver of the `math_*` oracle tests;
-//! * [`kv`]: the reference model and harness of the KV cache tests.
+//! * [`kv`]: the reference model and harness of the KV cache tests;
+//! * [`sample_ref`]: the sampler before its top-k selection, the reference of `tests/sample.rs`.
 #![allow(dead_code)] // each test binary uses a different part
 
 pub mod cli;
@@ -18,3 +19,4 @@ pub mod kv;
 pub mod math;
 pub mod model;
 pub mod quant;
+pub mod sample_ref;

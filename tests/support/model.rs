@@ -102,3 +102,13 @@ pub fn data_path(name: &str) -> PathBuf {
         .join("tests/data")
         .join(name)
 }
+
+/// A real Q4_K_M model of `scripts/fetch-real-model.sh NAME`, cached as
+/// `<cache>/<file>`; missing: as [`path`] (fails when required, else skips).
+pub fn real_model(file: &str, name: &str) -> Option<PathBuf> {
+    present(
+        cache_dir().join(file),
+        file,
+        &format!("fetch it with `bash scripts/fetch-real-model.sh {name}`"),
+    )
+}

@@ -50,7 +50,9 @@ struct Cli {
 enum Command {
     /// Generate text for one or more prompts (several prompts run as one continuous batch).
     Generate(cmd::generate::GenerateArgs),
-    /// Interactive chat; the KV cache is kept between turns.
+    /// Interactive chat; the KV cache is kept between turns. Samples with
+    /// llama.cpp's defaults (temperature 0.8, top-k 40, top-p 0.95, min-p
+    /// 0.05); without --seed the chosen seed is printed on stderr.
     Chat(cmd::chat::ChatArgs),
     /// Print the token ids of a text (or of JSON lines on stdin with --jsonl).
     Tokenize(cmd::tokenize::TokenizeArgs),

@@ -1,7 +1,7 @@
 //! Blocked matmul kernels: several weight rows per pass over the activations.
 //!
 //! `rows_kernel(w, r0, x, out)` fills `out` (rows, M) with the cells of weight
-//! rows `r0..r0 + rows`. For Q4_1 and Q8_0 weights it runs a blocked kernel
+//! rows `r0..r0 + rows`. For Q4_1, Q5_0 and Q8_0 weights it runs a blocked kernel
 //! over [`ROW_GROUP`] rows at a time; every other case (other formats, tail
 //! rows) is [`super::dot::dot_row`] per cell.
 //!
@@ -12,7 +12,8 @@
 //!
 //! | weights | [`KernelPath::Reference`] | `Portable` | `Auto` | `Avx2` |
 //! |---|---|---|---|---|
-//! | Q4_1, Q8_0 | `dot_row` | blocked, portable | blocked, widest fused build (VNNI, AVX2) or portable | blocked, AVX2 fused build or portable |
+//! | Q4_1, Q5_0, Q8_0 | `dot_row` | blocked, portable | blocked, widest fused build (VNNI, AVX2) or portable | blocked, AVX2 fused build or portable |
+//! | Q4_K, Q5_K, Q6_K | `dot_row` | [`kquant`] row kernel, portable body | row kernel, widest build (AVX-512, AVX2) or portable | row kernel, AVX2 build or portable |
 //! | any other | `dot_row` | `dot_row` | `dot_row` | `dot_row` |
 //!
 //! [`rows_kernel_with`] reports which of them ran ([`RowsRun`]);
@@ -33,6 +34,11 @@
 //! | Q4_1 `d` | `< 2^16 · 2^22` | `< 2^43` | [`LIM_Q4_1_D`] = 19 | `< 2^62` |
 //! | Q4_1 `m·s` | `< 2^22` | `< 2^27` | [`LIM_Q4_1_M`] = 35 | `< 2^62` |
 //! | Q8_0 `d` | `< 2^19 · 2^22` | `< 2^46` | [`LIM_Q8_0_D`] = 16 | `< 2^62` |
+//! | Q5_0 `d` | `< 2^16 · 2^22` | `< 2^43` | [`LIM_Q5_0_D`] = 19 | `< 2^62` |
+//!
+//! (Q4_1: `sumi = Σ q·y ≤ 32·15·127 < 2^16`; Q8_0: `|Σ qx·qy| ≤ 32·128·127
+//! < 2^19`; Q5_0: `|Σ (q-16)·y| ≤ 32·16·127 < 2^16`; every `|mant| < 2^11`, so
+//! `|mw·ma| < 2^22`.)
 //!
 //! Within the limits the chunk's sum is exact in an `i64` (shifts by `rel`
 //! are exact multiplications); it is then added to the cell's `i128` at
@@ -45,12 +51,14 @@
 use super::GgmlType;
 use super::act::{ActRow, ActScale, CHUNK_BLOCKS, ChunkScale, FLAG_D_NONFINITE, FLAG_S_NONFINITE};
 use super::block::QK;
+use super::dequant::q5_pair;
 use super::dot::{dot_row, i8_dot, nib_dot};
 use super::fixed::{ExactAcc, f16_fixed, f16_nonfinite};
 use super::{QActs, QMatrix};
 use crate::F32;
 use crate::simd::Level;
 
+pub mod kquant;
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
 mod x86;
 
@@ -65,6 +73,8 @@ pub const LIM_Q4_1_D: u32 = 19;
 pub const LIM_Q4_1_M: u32 = 35;
 /// Largest relative shift of a Q8_0 term in the `i64` chunk sum.
 pub const LIM_Q8_0_D: u32 = 16;
+/// Largest relative shift of a Q5_0 term in the `i64` chunk sum.
+pub const LIM_Q5_0_D: u32 = 19;
 
 /// Which implementation computes the cells (all give the same bits; the
 /// module docs' table says which exist per format).
@@ -86,11 +96,14 @@ pub enum KernelPath {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RowsRun {
     /// Weight rows computed by the blocked kernel (whole groups of
-    /// [`ROW_GROUP`]); the others went through [`dot_row`] per cell.
+    /// [`ROW_GROUP`]) or, for Q4_K / Q5_K / Q6_K, by the [`kquant`] row kernel
+    /// (every row); the others went through [`dot_row`] per cell.
     pub blocked_rows: usize,
-    /// The blocked kernel's build: [`Level::Portable`] for the portable
-    /// split kernels, [`Level::Avx2`] or [`Level::Avx512Vnni`] for the fused
-    /// SIMD ones (`Portable` too when no row was blocked).
+    /// The fast kernel's build: [`Level::Portable`] for the portable
+    /// split kernels and row kernels, [`Level::Avx2`] or
+    /// [`Level::Avx512Vnni`] for the fused SIMD ones, [`Level::Avx2`] or
+    /// [`Level::Avx512`] for the row kernels' `multiversion!` builds
+    /// (`Portable` too when no row was done by a fast kernel).
     pub build: Level,
 }
 
@@ -239,6 +252,38 @@ fn chunk_q8_0(
     (ad, [0; ROW_GROUP])
 }
 
+/// `Σ (q-16)·y` of one Q5_0 block (`blk`: its 22 bytes).
+#[inline(always)]
+fn q5_0_sumi(blk: &[u8], y: &[i8]) -> i32 {
+    let qh = u32::from_le_bytes([blk[2], blk[3], blk[4], blk[5]]);
+    let mut sumi = 0i32;
+    for (j, &qs) in blk[6..22].iter().enumerate() {
+        let (lo, hi) = q5_pair(qs, qh, j);
+        sumi += (lo - 16) * y[j] as i32 + (hi - 16) * y[j + 16] as i32;
+    }
+    sumi
+}
+
+/// Portable Q5_0 chunk kernel.
+fn chunk_q5_0(
+    rows: &[&[u8]; ROW_GROUP],
+    b0: usize,
+    nb: usize,
+    w: &WeightChunkScales,
+    qs: &[i8],
+    sc: &[ActScale],
+) -> ([i64; ROW_GROUP], [i64; ROW_GROUP]) {
+    let mut ad = [0i64; ROW_GROUP];
+    for (r, row) in rows.iter().enumerate() {
+        let blocks = row.chunks_exact(22).skip(b0).take(nb);
+        for (b, ((blk, y), s)) in blocks.zip(qs.chunks_exact(QK)).zip(sc).enumerate() {
+            let t = q5_0_sumi(blk, y) as i64 * (w.d_mant[b][r] * s.dm) as i64;
+            ad[r] += t << (w.d_rel[b][r] + s.drel);
+        }
+    }
+    (ad, [0; ROW_GROUP])
+}
+
 /// One chunk of one cell summed exactly in the cell's `i128` (the fallback
 /// when the chunk's spreads are too wide for the `i64` sums).
 fn chunk_in_i128(
@@ -265,6 +310,8 @@ fn chunk_in_i128(
             let (mm, msh) = f16_fixed(u16::from_le_bytes([blk[2], blk[3]]));
             acc.add_shifted(nib_dot(&q, y) as i64 * (dm * s.dm) as i64, dsh + s.dsh);
             acc.add_shifted((mm * s.sm) as i64, msh + s.ssh);
+        } else if ty == GgmlType::Q5_0 {
+            acc.add_shifted(q5_0_sumi(blk, y) as i64 * (dm * s.dm) as i64, dsh + s.dsh);
         } else {
             let mut q = [0i8; 32];
             for (o, &v) in q.iter_mut().zip(&blk[2..34]) {
@@ -434,6 +481,7 @@ fn split_kernel(ty: GgmlType) -> Option<GroupKernel<NoFusedKernel>> {
     match ty {
         GgmlType::Q4_1 => Some(GroupKernel::Split(chunk_q4_1)),
         GgmlType::Q8_0 => Some(GroupKernel::Split(chunk_q8_0)),
+        GgmlType::Q5_0 => Some(GroupKernel::Split(chunk_q5_0)),
         _ => None,
     }
 }
@@ -455,6 +503,8 @@ pub fn rows_kernel_with(
     let m = x.rows().max(1);
     let (blocked_rows, build) = if path == KernelPath::Reference {
         (0, Level::Portable)
+    } else if let Some(kernels) = kquant::row_kernels(w.ty) {
+        kquant_rows(w, r0, x, out, path, kernels)
     } else if let Some((f, level)) = simd_rows(w.ty, path) {
         (f(w, r0, x, out), level)
     } else if let Some(k) = split_kernel(w.ty) {
@@ -482,6 +532,40 @@ pub fn rows_kernel_with(
     }
 }
 
+/// Every row of a Q4_K / Q5_K / Q6_K matrix through `path`'s build of its
+/// [`kquant`] row kernel (`body` and its `[AVX-512, AVX2]` builds; cells
+/// whose rows do not have the expected lengths through [`dot_row`], which
+/// reports them); returns `(rows done, build)`.
+fn kquant_rows(
+    w: &QMatrix<'_>,
+    r0: usize,
+    x: &QActs<'_>,
+    out: &mut [F32],
+    path: KernelPath,
+    (body, [avx512, avx2]): (kquant::RowFn, [Option<kquant::RowFn>; 2]),
+) -> (usize, Level) {
+    let m = x.rows().max(1);
+    let (f, build) = match (path, avx512, avx2) {
+        (KernelPath::Auto, Some(f), _) => (f, Level::Avx512),
+        (KernelPath::Auto | KernelPath::Avx2, _, Some(f)) => (f, Level::Avx2),
+        _ => (body, Level::Portable),
+    };
+    let nb = w.n_in / QK;
+    for (i, cells) in out.chunks_mut(m).enumerate() {
+        let row = w.row(r0 + i);
+        for (j, c) in cells.iter_mut().enumerate() {
+            *c = match (row, x.row(j)) {
+                (Ok(data), Ok(a)) if a.qs.len() == w.n_in && a.sc.len() == nb => {
+                    f(data, &a).finish()
+                }
+                (Ok(data), Ok(a)) => dot_row(w.ty, data, &a, w.n_in).unwrap_or(F32::NAN),
+                _ => F32::NAN,
+            };
+        }
+    }
+    (out.len() / m, build)
+}
+
 /// What the blocked kernel needs to know of a weight format.
 #[derive(Clone, Copy)]
 struct BlockedFormat {
@@ -489,7 +573,7 @@ struct BlockedFormat {
     block_bytes: usize,
     /// Q4_1: a min term per block.
     has_m: bool,
-    /// [`LIM_Q4_1_D`] or [`LIM_Q8_0_D`].
+    /// [`LIM_Q4_1_D`], [`LIM_Q5_0_D`] or [`LIM_Q8_0_D`].
     lim_d: u32,
     /// [`LIM_Q4_1_M`] (no limit for Q8_0).
     lim_m: u32,
@@ -498,7 +582,7 @@ struct BlockedFormat {
 }
 
 impl BlockedFormat {
-    /// Q4_1 or Q8_0; `None` for the formats the blocked kernel leaves to
+    /// Q4_1, Q5_0 or Q8_0; `None` for the formats the blocked kernel leaves to
     /// [`dot_row`].
     #[inline(always)]
     fn of(ty: GgmlType) -> Option<BlockedFormat> {
@@ -514,6 +598,13 @@ impl BlockedFormat {
                 block_bytes: 34,
                 has_m: false,
                 lim_d: LIM_Q8_0_D,
+                lim_m: u32::MAX,
+                act_flags: FLAG_D_NONFINITE,
+            }),
+            GgmlType::Q5_0 => Some(BlockedFormat {
+                block_bytes: 22,
+                has_m: false,
+                lim_d: LIM_Q5_0_D,
                 lim_m: u32::MAX,
                 act_flags: FLAG_D_NONFINITE,
             }),

@@ -1,4 +1,4 @@
-//! The fused Q4_1 / Q8_0 chunk kernels of the blocked matmul, hand-written
+//! The fused Q4_1 / Q5_0 / Q8_0 chunk kernels of the blocked matmul, hand-written
 //! in AVX2 and AVX-512 VNNI intrinsics (x86-64, feature `std`; the builds
 //! chosen by [`crate::simd::level`]), as ggml keeps `arch/x86/quants.c`
 //! beside its portable `quants.c`. With `crate::pool` and the expansion of
@@ -12,7 +12,9 @@
 //!
 //! Per block and group of four weight rows: the 32 weights are widened to
 //! unsigned bytes (Q4_1: nibbles `q`; Q8_0: `|x|` with the sign moved onto the
-//! activation by `vpsignb`), `vpmaddubsw` against the 32 activation bytes
+//! activation by `vpsignb`; Q5_0: its values `q - 16` in `-16..=15` decoded to
+//! signed bytes — nibbles, plus `0x10` where the block's `qh` bit is set,
+//! minus 16 — then as Q8_0), `vpmaddubsw` against the 32 activation bytes
 //! (pairs of products, `|pair| ≤ 2·128·127 < 2^15`, never saturating because
 //! activations are in `-127..=127`), then the four rows' block sums: Q8_0
 //! after `vpmaddwd` by ones to `i32` lanes, by an unpack-and-add tree; Q4_1,
@@ -45,7 +47,7 @@
 
 use super::{
     ACT_TILE, ActTile, BlockedRowsFn, ChunkSums, FusedChunkKernel, GroupKernel, LIM_Q4_1_D,
-    LIM_Q4_1_M, LIM_Q8_0_D, ROW_GROUP, blocked_rows, groups_single_input,
+    LIM_Q4_1_M, LIM_Q5_0_D, LIM_Q8_0_D, ROW_GROUP, blocked_rows, groups_single_input,
 };
 use crate::F32;
 use crate::quant::GgmlType;
@@ -55,14 +57,19 @@ use crate::quant::{QActs, QMatrix};
 use crate::simd::Level;
 use core::arch::x86_64::*;
 
-/// The two weight formats of the fused kernels, as types (a const generic
+/// The weight formats of the fused kernels, as types (a const generic
 /// cannot be an enum on stable Rust).
 trait Format {
-    /// Q4_1 (unsigned nibbles, a min per block) rather than Q8_0 (signed
-    /// bytes, no min).
+    /// Q4_1 (unsigned nibbles, a min per block) rather than Q8_0 or Q5_0
+    /// (signed bytes, no min).
     const IS_Q4_1: bool;
+    /// Q5_0 (signed 5-bit values from nibbles and a `qh` word) rather than
+    /// Q8_0 (signed bytes as stored).
+    const IS_Q5_0: bool;
     /// Bytes per block.
     const BLOCK_BYTES: usize;
+    /// Largest relative shift of a `d` term ([`super`]'s table).
+    const LIM_D: u32;
 }
 
 /// Q4_1 blocks: `f16 d; f16 m; u8 qs[16]`.
@@ -71,7 +78,9 @@ enum Q4_1Blocks {}
 
 impl Format for Q4_1Blocks {
     const IS_Q4_1: bool = true;
+    const IS_Q5_0: bool = false;
     const BLOCK_BYTES: usize = 20;
+    const LIM_D: u32 = LIM_Q4_1_D;
 }
 
 /// Q8_0 blocks: `f16 d; i8 qs[32]`.
@@ -80,7 +89,20 @@ enum Q8_0Blocks {}
 
 impl Format for Q8_0Blocks {
     const IS_Q4_1: bool = false;
+    const IS_Q5_0: bool = false;
     const BLOCK_BYTES: usize = 34;
+    const LIM_D: u32 = LIM_Q8_0_D;
+}
+
+/// Q5_0 blocks: `f16 d; u8 qh[4]; u8 qs[16]`.
+#[allow(non_camel_case_types)]
+enum Q5_0Blocks {}
+
+impl Format for Q5_0Blocks {
+    const IS_Q4_1: bool = false;
+    const IS_Q5_0: bool = true;
+    const BLOCK_BYTES: usize = 22;
+    const LIM_D: u32 = LIM_Q5_0_D;
 }
 
 /// The blocked-matmul drivers with the fused kernels for `ty` built in and
@@ -94,8 +116,10 @@ pub(super) fn fused_rows(ty: GgmlType, widest: Level) -> Option<(BlockedRowsFn, 
         (_, Level::Portable) => return None,
         (GgmlType::Q4_1, Level::Avx512Vnni) => vnni_entry::<Q4_1Blocks>,
         (GgmlType::Q8_0, Level::Avx512Vnni) => vnni_entry::<Q8_0Blocks>,
+        (GgmlType::Q5_0, Level::Avx512Vnni) => vnni_entry::<Q5_0Blocks>,
         (GgmlType::Q4_1, _) => avx2_entry::<Q4_1Blocks>,
         (GgmlType::Q8_0, _) => avx2_entry::<Q8_0Blocks>,
+        (GgmlType::Q5_0, _) => avx2_entry::<Q5_0Blocks>,
         _ => return None,
     };
     let level = if level == Level::Avx512Vnni {
@@ -463,8 +487,26 @@ macro_rules! fused_kernel {
                         [zero; ROW_GROUP],
                     )
                 } else {
-                    // SAFETY: at(r, 2) + 32 = at(r, bs) ≤ 4·rb ≤ group.len().
-                    let ld = |r: usize| unsafe { _mm256_loadu_si256(base_ptr.add(at(r, 2)).cast()) };
+                    let ld = |r: usize| {
+                        if F::IS_Q5_0 {
+                            // SAFETY: at(r, 6) + 16 = at(r, bs) ≤ 4·rb ≤ group.len(),
+                            // and at(r, 2) + 4 ≤ at(r, bs) for the `qh` word.
+                            let (qs, qh) = unsafe {
+                                (
+                                    _mm256_broadcastsi128_si256(_mm_loadu_si128(
+                                        base_ptr.add(at(r, 6)).cast(),
+                                    )),
+                                    base_ptr.add(at(r, 2)).cast::<u32>().read_unaligned(),
+                                )
+                            };
+                            let nib = _mm256_and_si256(_mm256_srlv_epi32(qs, nib_shift), mask);
+                            let high = _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10));
+                            _mm256_sub_epi8(_mm256_or_si256(nib, high), _mm256_set1_epi8(16))
+                        } else {
+                            // SAFETY: at(r, 2) + 32 = at(r, bs) ≤ 4·rb ≤ group.len().
+                            unsafe { _mm256_loadu_si256(base_ptr.add(at(r, 2)).cast()) }
+                        }
+                    };
                     let x = [ld(0), ld(1), ld(2), ld(3)];
                     // Written out: `x.map(..)` was sometimes left a call.
                     let abs = |i: usize| _mm256_sign_epi8(x[i], x[i]);
@@ -515,11 +557,7 @@ macro_rules! fused_kernel {
                 }
             }
             let (hi, base1, badv) = (to_u32x8(hi), to_u32x8(base1), to_u32x8(bad));
-            let (lim_d, lim_m) = if F::IS_Q4_1 {
-                (LIM_Q4_1_D, LIM_Q4_1_M)
-            } else {
-                (LIM_Q8_0_D, 0)
-            };
+            let (lim_d, lim_m) = (F::LIM_D, if F::IS_Q4_1 { LIM_Q4_1_M } else { 0 });
             for j in 0..n {
                 let ch = &t.ch[j];
                 let r = &mut res[j];
@@ -567,6 +605,23 @@ fused_kernel!(
     arrange_vnni,
     block_dots4_vnni
 );
+
+/// The 32 bits of `qh` as 32 bytes, byte `i` all ones where bit `i` is set
+/// and zero where it is clear: byte `i` gets byte `i / 8` of `qh`
+/// (`vpshufb`), is ORed with a mask of every bit but `i % 8`, and compared
+/// with all ones.
+#[target_feature(enable = "avx2")]
+fn bits_to_bytes(qh: u32) -> __m256i {
+    let spread = _mm256_setr_epi64x(
+        0x0000_0000_0000_0000,
+        0x0101_0101_0101_0101,
+        0x0202_0202_0202_0202,
+        0x0303_0303_0303_0303,
+    );
+    let bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(qh as i32), spread);
+    let others = _mm256_set1_epi64x(0x7FBF_DFEF_F7FB_FDFE);
+    _mm256_cmpeq_epi8(_mm256_or_si256(bytes, others), _mm256_set1_epi8(-1))
+}
 
 /// Sums of the 8 dwords of each of p0..p3, as 4 dwords (`W16`: each dword
 /// holds two 16-bit lanes, summed lane-wise in 16 bits; the caller bounds

@@ -54,7 +54,9 @@ pub fn run(args: ChatArgs) -> CliResult<ExitCode> {
     };
     let mut arena_buf = Vec::new();
     let mut session = Session::load(&model, &mut arena_buf, shape, args.model_args.threads)?;
-    let params = args.sampling.params()?;
+    let sampling = args.sampling.params(&SamplingParams::LLAMA_DEFAULTS)?;
+    sampling.report_seed();
+    let params = sampling.params;
     let mut chat = Conversation {
         seq: session.engine.new_seq()?,
         params,

@@ -33,7 +33,8 @@ pub struct GenerateArgs {
     /// File holding a prompt (repeatable).
     #[arg(long)]
     pub prompt_file: Vec<PathBuf>,
-    /// Wrap each prompt in the model's chat template.
+    /// Wrap each prompt in the model's chat template (and sample with
+    /// llama.cpp's defaults unless flags say otherwise).
     #[arg(long)]
     pub chat: bool,
     /// Most tokens to generate per prompt.
@@ -70,7 +71,16 @@ pub fn run(args: GenerateArgs) -> CliResult<ExitCode> {
     let mut arena_buf = Vec::new();
     let mut session = Session::load(&model, &mut arena_buf, shape, args.model_args.threads)?;
     let prompts = encode_prompts(&mut session, texts, &args)?;
-    let params = args.sampling.params()?;
+    // Chat prompts sample as llama.cpp does by default (greedy decoding
+    // loops on small chat models); raw continuations stay greedy.
+    let defaults = if args.chat {
+        SamplingParams::LLAMA_DEFAULTS
+    } else {
+        SamplingParams::GREEDY
+    };
+    let sampling = args.sampling.params(&defaults)?;
+    sampling.report_seed();
+    let params = sampling.params;
     let stream = !args.json && prompts.ids.len() == 1;
     let runs = generate(&mut session, &prompts.ids, &params, args.max_tokens, stream)?;
     for (i, (run, text)) in runs.iter().zip(&prompts.texts).enumerate() {

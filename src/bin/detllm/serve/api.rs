@@ -134,13 +134,13 @@ pub struct RequestBody {
     pub max_tokens: Option<u64>,
     /// Newer name of `max_tokens` (chat).
     pub max_completion_tokens: Option<u64>,
-    /// 0 = greedy (default 1, as OpenAI).
+    /// 0 = greedy (default 0.8, llama.cpp's).
     pub temperature: Option<Decimal>,
-    /// Nucleus threshold (default 1 = off).
+    /// Nucleus threshold (default 0.95, llama.cpp's; 1 = off).
     pub top_p: Option<Decimal>,
-    /// Extension: keep the k most likely (default 0 = off).
+    /// Extension: keep the k most likely (default 40, llama.cpp's; 0 = off).
     pub top_k: Option<u32>,
-    /// Extension: minimum relative probability (default 0 = off).
+    /// Extension: minimum relative probability (default 0.05, llama.cpp's; 0 = off).
     pub min_p: Option<Decimal>,
     /// Extension: repetition penalty (default 1 = off).
     pub repeat_penalty: Option<Decimal>,
@@ -223,14 +223,17 @@ fn common(c: &RequestBody, default_max: Option<u64>, seed: u64) -> Result<GenReq
             ));
         }
     }
+    // Each sampling field not given takes llama.cpp's default (as
+    // llama-server does): temperature 0.8, top-k 40, top-p 0.95, min-p 0.05.
+    let d = SamplingParams::LLAMA_DEFAULTS;
     let f = |v: &Option<Decimal>, default: F32| v.as_ref().map_or(default, Decimal::to_f32);
     let params = SamplingParams {
-        temperature: f(&c.temperature, F32::ONE),
-        top_k: c.top_k.unwrap_or(0),
-        top_p: f(&c.top_p, F32::ONE),
-        min_p: f(&c.min_p, F32::ZERO),
-        repeat_penalty: f(&c.repeat_penalty, F32::ONE),
-        penalty_last_n: SamplingParams::GREEDY.penalty_last_n,
+        temperature: f(&c.temperature, d.temperature),
+        top_k: c.top_k.unwrap_or(d.top_k),
+        top_p: f(&c.top_p, d.top_p),
+        min_p: f(&c.min_p, d.min_p),
+        repeat_penalty: f(&c.repeat_penalty, d.repeat_penalty),
+        penalty_last_n: d.penalty_last_n,
         seed: c.seed.unwrap_or(seed),
     };
     check_sampling(c, &params)?;

@@ -1,0 +1,258 @@
+//! Row kernels for the K-quant weights (Q4_K, Q5_K, Q6_K): the exact dot of one
+//! weight row with one Q8 activation row, the same integer as
+//! [`crate::quant::dot::dot_row`] summed in fewer, wider steps, so the
+//! rounded result is the same bits.
+//!
+//! Contract: for every input, [`q4_k_row`] / [`q5_k_row`] / [`q6_k_row`] return the
+//! [`ExactAcc`] whose [`ExactAcc::finish`] is `dot_row`'s result (same sum,
+//! same non-finite flag). Verified by proptest in `tests/kernels_matmul.rs`
+//! (every [`super::KernelPath`], random and wild scales) and
+//! `tests/quant_exact.rs` (extreme blocks), and by the `kernel.matmul`
+//! self-test digest, which these kernels now produce.
+//!
+//! ## Why it is exact
+//!
+//! `dot_row` adds, per 32-sub-block `j` of a super-block, the term
+//! `t_j · 2^(dsh + ash_j)` to an `i128` (units of 2^-48): `t_j = (sc_j ·
+//! sumq_j) · (dm · am_j)` for the scale term (`dm`, `dsh`: the super-block's
+//! f16 `d`; `am_j`, `ash_j`: the activation block's), and for Q4_K also
+//! `−(mn_j · bsum_j) · (nm · am_j) · 2^(nsh + ash_j)` (Q5_K likewise). Here, with `base` the
+//! smallest `ash_j` of the super-block's non-zero activation scales and
+//! `rel_j = ash_j − base ≤ spread`, the sums
+//!
+//! `I = Σ_j (sc_j · sumq_j · am_j) << rel_j`, `M = Σ_j (mn_j · bsum_j · am_j) << rel_j`
+//!
+//! are taken in `i64`, and `I · dm · 2^(dsh + base) − M · nm · 2^(nsh + base)`
+//! is added to the `i128`: the same integer (integer products and shifts are
+//! exact). Bounds (`|am| < 2^11`, activations in `-127..=127`):
+//!
+//! | format | `|sc·sumq|` | 8 terms of `I` | limit on `spread` | bound |
+//! |---|---|---|---|---|
+//! | Q4_K | `≤ 63·32·15·127 < 2^22` | `< 2^36 · 2^rel` | [`LIM_Q4_K`] = 26 | `< 2^62` |
+//! | Q5_K | `≤ 63·32·31·127 < 2^23` | `< 2^37 · 2^rel` | [`LIM_Q5_K`] = 25 | `< 2^62` |
+//! | Q6_K | `≤ 2·128·16·32·127 < 2^24` | `< 2^38 · 2^rel` | [`LIM_Q6_K`] = 24 | `< 2^62` |
+//!
+//! (`M` is smaller: `63·4064·2^11 < 2^29` per term.) A super-block whose
+//! activation scales span more than the limit (rare: 2^24 within 256
+//! elements) is summed per sub-block in the `i128`, as `dot_row` does. The
+//! `i128` never overflows: `I · dm · 2^(dsh + base)` is the sum of
+//! `dot_row`'s eight terms, each below 2^104.
+//!
+//! The bodies are portable Rust written for auto-vectorization; the
+//! crate's `multiversion!` compiles each for AVX2 and AVX-512 (same
+//! operations, same bits). That expansion is this file's only `unsafe`
+//! (reviewed in [`crate::simd`]), so the file cannot carry
+//! `forbid(unsafe_code)`; the crate's `deny(unsafe_code)` covers the rest.
+
+use crate::quant::GgmlType;
+use crate::quant::act::{ActRow, ActScale, FLAG_D_NONFINITE};
+use crate::quant::block::QK_K;
+use crate::quant::fixed::{ExactAcc, f16_fixed, f16_nonfinite};
+
+/// Largest activation-shift spread within a Q4_K super-block summed in `i64`.
+pub const LIM_Q4_K: u32 = 26;
+/// Largest activation-shift spread within a Q5_K super-block summed in `i64`.
+pub const LIM_Q5_K: u32 = 25;
+/// Largest activation-shift spread within a Q6_K super-block summed in `i64`.
+pub const LIM_Q6_K: u32 = 24;
+
+/// Bytes of a Q6_K super-block.
+const Q6_K_BYTES: usize = 210;
+
+/// Smallest shift of the non-zero activation scales of a super-block and
+/// the spread above it (`(0, 0)` if all are zero).
+#[inline(always)]
+fn act_base(ys: &[ActScale]) -> (u32, u32) {
+    let (mut lo, mut hi) = (u32::MAX, 0u32);
+    for s in ys {
+        if s.dm != 0 {
+            lo = lo.min(s.dsh);
+            hi = hi.max(s.dsh);
+        }
+    }
+    if lo == u32::MAX {
+        (0, 0)
+    } else {
+        (lo, hi - lo)
+    }
+}
+
+/// `rel_j` of an activation scale against `base` (0 where `dm == 0`, whose
+/// terms are zero).
+#[inline(always)]
+fn rel(s: &ActScale, base: u32) -> u32 {
+    if s.dm != 0 { s.dsh - base } else { 0 }
+}
+
+/// `(scale, min)` of sub-block `j` (0..8) from the 12 packed bytes
+/// (`get_scale_min_k4`).
+#[inline(always)]
+fn scale_min(s: &[u8], j: usize) -> (i32, i32) {
+    if j < 4 {
+        ((s[j] & 63) as i32, (s[j + 4] & 63) as i32)
+    } else {
+        (
+            ((s[j + 4] & 15) | ((s[j - 4] >> 6) << 4)) as i32,
+            ((s[j + 4] >> 4) | ((s[j] >> 6) << 4)) as i32,
+        )
+    }
+}
+
+/// The exact dot of one Q4_K row (`row`: whole super-blocks) with `a`
+/// (its `qs` and `sc` as long as the row); the caller checks the lengths.
+#[inline(always)]
+pub(crate) fn q4_k_row(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
+    q4_5_k_row::<false>(row, a)
+}
+
+/// [`q4_k_row`] for Q5_K.
+#[inline(always)]
+pub(crate) fn q5_k_row(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
+    q4_5_k_row::<true>(row, a)
+}
+
+/// [`q4_k_row`] (`Q5` false: 144-byte blocks, nibbles at 16) or Q5_K (176
+/// bytes, `qh` at 16, nibbles at 48).
+#[inline(always)]
+fn q4_5_k_row<const Q5: bool>(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
+    let (bytes, qs_at, lim) = if Q5 {
+        (176, 48, LIM_Q5_K)
+    } else {
+        (144, 16, LIM_Q4_K)
+    };
+    let mut acc = ExactAcc {
+        sum: 0,
+        nonfinite: a.flags & FLAG_D_NONFINITE != 0,
+    };
+    let sbs = a.qs.chunks_exact(QK_K).zip(a.sc.chunks_exact(8));
+    for (blk, (yq, ys)) in row.chunks_exact(bytes).zip(sbs) {
+        let d = u16::from_le_bytes([blk[0], blk[1]]);
+        let dmin = u16::from_le_bytes([blk[2], blk[3]]);
+        acc.nonfinite |= f16_nonfinite(d) | f16_nonfinite(dmin);
+        let (dm, dsh) = f16_fixed(d);
+        let (nm, nsh) = f16_fixed(dmin);
+        let scales = &blk[4..16];
+        let mut sumq = [0i32; 8];
+        let qh = &blk[16..48];
+        for (c, (q, y)) in blk[qs_at..qs_at + 128]
+            .chunks_exact(32)
+            .zip(yq.chunks_exact(64))
+            .enumerate()
+        {
+            let (mut s0, mut s1) = (0i32, 0i32);
+            for l in 0..32 {
+                // Q5_K: bit 2c of qh[l] for the low nibbles, 2c + 1 for the high.
+                let (h0, h1) = if Q5 {
+                    (
+                        ((qh[l] >> (2 * c)) & 1) << 4,
+                        ((qh[l] >> (2 * c + 1)) & 1) << 4,
+                    )
+                } else {
+                    (0, 0)
+                };
+                s0 += ((q[l] & 15) | h0) as i32 * y[l] as i32;
+                s1 += ((q[l] >> 4) | h1) as i32 * y[l + 32] as i32;
+            }
+            sumq[2 * c] = s0;
+            sumq[2 * c + 1] = s1;
+        }
+        let (base, spread) = act_base(ys);
+        if spread <= lim {
+            let (mut id, mut im) = (0i64, 0i64);
+            for (j, s) in ys.iter().enumerate() {
+                let (sc, mn) = scale_min(scales, j);
+                let r = rel(s, base);
+                id += ((sc * sumq[j]) as i64 * s.dm as i64) << r;
+                im += ((mn * s.bsum) as i64 * s.dm as i64) << r;
+            }
+            acc.sum += (id as i128 * dm as i128) << (dsh + base);
+            acc.sum -= (im as i128 * nm as i128) << (nsh + base);
+        } else {
+            for (j, s) in ys.iter().enumerate() {
+                let (sc, mn) = scale_min(scales, j);
+                acc.add_shifted((sc * sumq[j]) as i64 * (dm * s.dm) as i64, dsh + s.dsh);
+                acc.add_shifted(-((mn * s.bsum) as i64 * (nm * s.dm) as i64), nsh + s.dsh);
+            }
+        }
+    }
+    acc
+}
+
+/// [`q4_k_row`] for Q6_K.
+#[inline(always)]
+pub(crate) fn q6_k_row(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
+    let mut acc = ExactAcc {
+        sum: 0,
+        nonfinite: a.flags & FLAG_D_NONFINITE != 0,
+    };
+    let sbs = a.qs.chunks_exact(QK_K).zip(a.sc.chunks_exact(8));
+    for (blk, (yq, ys)) in row.chunks_exact(Q6_K_BYTES).zip(sbs) {
+        let d = u16::from_le_bytes([blk[208], blk[209]]);
+        acc.nonfinite |= f16_nonfinite(d);
+        let (dm, dsh) = f16_fixed(d);
+        let (ql, qh, scales) = (&blk[0..128], &blk[128..192], &blk[192..208]);
+        // Sub-block j = 4h + k: low bits from ql[64h + 32(k % 2) ..] (low
+        // nibbles for k < 2), high bits 2k..2k+2 of qh[32h ..].
+        let mut sumi = [0i32; 8];
+        for h in 0..2 {
+            let qh = &qh[32 * h..32 * h + 32];
+            for k in 0..4 {
+                let ql = &ql[64 * h + 32 * (k % 2)..64 * h + 32 * (k % 2) + 32];
+                let y = &yq[128 * h + 32 * k..128 * h + 32 * k + 32];
+                let (nib, hs) = (4 * (k / 2) as u32, 2 * k as u32);
+                let (mut s0, mut s1) = (0i32, 0i32);
+                for l in 0..16 {
+                    let q0 = (((ql[l] >> nib) & 15) | (((qh[l] >> hs) & 3) << 4)) as i32 - 32;
+                    let q1 =
+                        (((ql[l + 16] >> nib) & 15) | (((qh[l + 16] >> hs) & 3) << 4)) as i32 - 32;
+                    s0 += q0 * y[l] as i32;
+                    s1 += q1 * y[l + 16] as i32;
+                }
+                let j = 4 * h + k;
+                sumi[j] = scales[2 * j] as i8 as i32 * s0 + scales[2 * j + 1] as i8 as i32 * s1;
+            }
+        }
+        let (base, spread) = act_base(ys);
+        if spread <= LIM_Q6_K {
+            let mut id = 0i64;
+            for (j, s) in ys.iter().enumerate() {
+                id += (sumi[j] as i64 * s.dm as i64) << rel(s, base);
+            }
+            acc.sum += (id as i128 * dm as i128) << (dsh + base);
+        } else {
+            for (j, s) in ys.iter().enumerate() {
+                acc.add_shifted(sumi[j] as i64 * (dm * s.dm) as i64, dsh + s.dsh);
+            }
+        }
+    }
+    acc
+}
+
+crate::simd::multiversion! {
+    /// Builds of [`q4_k_row`].
+    mod q4_k_builds = q4_k_row(row: &[u8], a: &ActRow<'_>) -> ExactAcc;
+}
+
+crate::simd::multiversion! {
+    /// Builds of [`q5_k_row`].
+    mod q5_k_builds = q5_k_row(row: &[u8], a: &ActRow<'_>) -> ExactAcc;
+}
+
+crate::simd::multiversion! {
+    /// Builds of [`q6_k_row`].
+    mod q6_k_builds = q6_k_row(row: &[u8], a: &ActRow<'_>) -> ExactAcc;
+}
+
+/// A row kernel: [`q4_k_row`], [`q5_k_row`] or [`q6_k_row`], one of their builds.
+pub(crate) type RowFn = fn(&[u8], &ActRow<'_>) -> ExactAcc;
+
+/// The portable body and the `[AVX-512, AVX2]` builds this CPU runs of
+/// the row kernel for `ty`, if it has one.
+pub(crate) fn row_kernels(ty: GgmlType) -> Option<(RowFn, [Option<RowFn>; 2])> {
+    match ty {
+        GgmlType::Q4_K => Some((q4_k_row, q4_k_builds::builds())),
+        GgmlType::Q5_K => Some((q5_k_row, q5_k_builds::builds())),
+        GgmlType::Q6_K => Some((q6_k_row, q6_k_builds::builds())),
+        _ => None,
+    }
+}
