@@ -15,6 +15,9 @@ model="$(bash scripts/fetch-model.sh)"
 export DETLLM_MODEL="$model"
 # The tiny gguf-py llama of tests/gguf_reader.rs (into the user cache).
 bash scripts/make-fixtures.sh cache
+# llama.cpp's tokenizer test vocabularies (tests/tokenizer_llamacpp_suite.rs).
+DETLLM_LLAMACPP_VOCABS="$(bash scripts/fetch-llamacpp-vocabs.sh)"
+export DETLLM_LLAMACPP_VOCABS
 export DETLLM_REQUIRE_MODEL=1
 # The official openai Python client, for tests/serve.rs (a venv in the user cache).
 venv="${XDG_CACHE_HOME:-$HOME/.cache}/detllm/venv-openai"
