@@ -29,7 +29,7 @@ fi
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 echo "downloading the llama-cpp-python $VERSION source distribution..." >&2
-python3 -m pip download --quiet --no-deps --no-binary :all: --dest "$tmp" \
+python3 -m pip download --quiet --no-deps --no-binary llama-cpp-python --dest "$tmp" \
     "llama-cpp-python==$VERSION" >&2
 sdist="$(ls "$tmp"/llama_cpp_python-"$VERSION".tar.gz)"
 mkdir -p "$dir.partial"
