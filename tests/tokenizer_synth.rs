@@ -181,12 +181,14 @@ fn bpe_pre_tokenizers() {
         enc(&g, "  world", false, false),
         [id(&g, "Ġ"), id(&g, "Ġworld")]
     );
-    // Unsupported pre-tokenizers are typed errors.
-    let mut src = bpe_vocab().source("gpt2", Some("llama3"));
-    assert!(matches!(
-        build(&src),
-        Err(Error::Tokenizer(TokenizerError::UnsupportedPre { .. }))
-    ));
+    // Unsupported pre-tokenizers are typed errors naming the pre string.
+    let mut src = bpe_vocab().source("gpt2", Some("tekken"));
+    match build(&src) {
+        Err(Error::Tokenizer(e @ TokenizerError::UnsupportedPre { name: Some(_) })) => {
+            assert!(e.to_string().contains("\"tekken\""), "{e}");
+        }
+        other => panic!("expected UnsupportedPre, got {:?}", other.err()),
+    }
     src.pre = None;
     assert!(matches!(
         build(&src),

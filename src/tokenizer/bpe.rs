@@ -98,16 +98,31 @@ fn add_bigram(
     )
 }
 
-/// Encode one pre-tokenized word (raw bytes) into `out`.
+/// The word's bytes written in the byte-level alphabet (UTF-8).
+fn alphabet_bytes(word: &[u8]) -> impl Iterator<Item = u8> + Clone + '_ {
+    word.iter().flat_map(|&b| {
+        let mut buf = [0u8; 4];
+        let n = byte_char(b).encode_utf8(&mut buf).len();
+        buf.into_iter().take(n)
+    })
+}
+
+/// Encode one pre-tokenized word (raw bytes) into `out`. With
+/// `ignore_merges`, a word whose alphabet text is a token is that token
+/// (llama.cpp checks this before merging).
 pub(crate) fn encode_word(
     tok: &Tokenizer<'_>,
     word: &[u8],
+    ignore_merges: bool,
     work: &mut Work<'_, '_>,
     out: &mut Sink<'_>,
 ) -> Result<()> {
     let n = word.len();
     if n == 0 {
         return Ok(());
+    }
+    if ignore_merges && let Some(id) = tok.vocab().find_iter(alphabet_bytes(word)) {
+        return out.push(id);
     }
     let available = work.syms.len();
     let syms = work.syms.get_mut(..n).ok_or(Error::BufferTooSmall {

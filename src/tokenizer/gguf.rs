@@ -102,6 +102,23 @@ impl<'a> VocabSource<'a> for GgufVocab<'a> {
     }
 }
 
+impl super::chat::Template {
+    /// The chat format of a GGUF model without building its tokenizer: the
+    /// same answer as [`Tokenizer::chat_template`] for a vocabulary that
+    /// loads (one pass over the token texts).
+    pub fn of_gguf(file: &File<'_>) -> Option<super::chat::Template> {
+        let tmpl = file.get_str(keys::CHAT_TEMPLATE).ok().flatten();
+        let has_start_of_turn = tmpl.is_none()
+            && file
+                .get_array(keys::TOKENS)
+                .ok()
+                .flatten()
+                .and_then(|a| a.str_iter().ok())
+                .is_some_and(|mut it| it.any(|t| t == b"<start_of_turn>"));
+        Self::detect(tmpl, has_start_of_turn)
+    }
+}
+
 impl<'a> Tokenizer<'a> {
     /// Arena bytes [`Tokenizer::from_gguf`] needs for `file`.
     pub fn bytes_required_gguf(file: &File<'a>) -> Result<usize> {

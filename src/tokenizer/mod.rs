@@ -3,9 +3,11 @@
 //! Two vocabulary types are supported, selected by `tokenizer.ggml.model`:
 //!
 //! * `"gpt2"`: GPT-2 byte-level BPE ([`bpe`]), with the pre-tokenizer named by
-//!   `tokenizer.ggml.pre` ([`pretok`]): `smollm` and its llama.cpp siblings
-//!   (digits split one by one first, then the GPT-2 pattern) or `gpt-2`
-//!   (the GPT-2 pattern alone).
+//!   `tokenizer.ggml.pre` ([`pretok`]): the GPT-2 pattern (`gpt-2`, …), with
+//!   digits split first (`smollm`, `starcoder`, …), the llama-3 pattern
+//!   (`llama-bpe`, `dbrx`, …), Qwen2's and Qwen3.5's (`qwen2`,
+//!   `deepseek-r1-qwen`, `qwen35`, …), and the regex sequences of
+//!   `deepseek-llm`, `deepseek-coder` and `falcon`, as llama.cpp maps the names.
 //! * `"llama"`: SentencePiece BPE with scores ([`spm`]).
 //!
 //! Encoding a text runs the same stages as llama.cpp's `llama_tokenize`:
@@ -21,7 +23,8 @@
 //! Decoding ([`decode`]) maps ids back to bytes (the byte-level alphabet
 //! inverted, `▁` → space, `<0xXX>` → a byte) and a [`StreamDecoder`] turns a
 //! token stream into complete UTF-8 only, holding back a token that ends in
-//! the middle of a character. [`chat`] renders SmolLM2's ChatML template.
+//! the middle of a character. [`chat`] renders the chat templates of the
+//! supported models (SmolLM2 and Qwen2.5 ChatML, plain ChatML, Gemma).
 //!
 //! ## Memory
 //!
@@ -50,8 +53,8 @@
 //!   is not applied: decoding is the concatenation of `token_to_piece`.
 //! * A byte-level token containing a codepoint outside the GPT-2 byte alphabet
 //!   decodes to that codepoint's UTF-8 (llama.cpp emits `[UNK_BYTE_0x…]`).
-//! * Pre-tokenizers other than the two families above are
-//!   [`TokenizerError::UnsupportedPre`].
+//! * Pre-tokenizers other than those above are
+//!   [`TokenizerError::UnsupportedPre`] (naming the `tokenizer.ggml.pre` string).
 
 #![forbid(unsafe_code)]
 
@@ -70,7 +73,7 @@ pub mod unicode;
 mod unicode_table;
 pub mod vocab;
 
-pub use chat::Message;
+pub use chat::{Message, Template};
 pub use decode::StreamDecoder;
 pub use vocab::{SliceVocab, VocabSource};
 
@@ -306,6 +309,7 @@ pub struct Tokenizer<'a> {
     add_space_prefix: bool,
     eog: [u32; MAX_EOG],
     n_eog: usize,
+    chat_template: Option<chat::Template>,
 }
 
 impl<'a> Tokenizer<'a> {
@@ -391,6 +395,14 @@ impl<'a> Tokenizer<'a> {
     /// Whether SentencePiece encoding prefixes a space (`tokenizer.ggml.add_space_prefix`).
     pub fn add_space_prefix(&self) -> bool {
         self.add_space_prefix
+    }
+
+    /// The model's chat format, detected from `tokenizer.chat_template` (or,
+    /// without one, from a `<start_of_turn>` token) by
+    /// [`chat::Template::detect`]; `None` if it is none of the formats
+    /// [`chat::Template`] renders.
+    pub fn chat_template(&self) -> Option<chat::Template> {
+        self.chat_template
     }
 
     /// End-of-generation ids: EOS, EOT, EOM, FIM pad/repo/sep, and every token
@@ -517,7 +529,13 @@ impl<'a> Tokenizer<'a> {
                         Model::Bpe(pre) => {
                             let mut ws = bpe::Work { syms, heap };
                             pretok::for_each_word(raw, pre, &mut |word| {
-                                bpe::encode_word(self, word.as_bytes(), &mut ws, &mut sink)
+                                bpe::encode_word(
+                                    self,
+                                    word.as_bytes(),
+                                    pre.ignore_merges(),
+                                    &mut ws,
+                                    &mut sink,
+                                )
                             })?;
                         }
                         Model::Spm => {

@@ -1,10 +1,13 @@
 //! Codepoint classes as llama.cpp's pre-tokenizer sees them.
 //!
-//! The GPT-2 splitter (`unicode_regex_split_custom_gpt2`) and the `\p{N}`
-//! digit pre-split need four facts per codepoint: letter (`\p{L}`), number
-//! (`\p{N}`), whitespace (`\s`), or other. Letter and number come from the
-//! generated run table in `tokenizer::unicode_table` (Unicode 15.1.0, identical
-//! to llama.cpp's `unicode-data.cpp` for these classes; regenerate with
+//! The GPT-2 and llama-3 splitters and the `\p{N}` digit pre-split need four
+//! facts per codepoint ([`class`]): letter (`\p{L}`), number (`\p{N}`),
+//! whitespace (`\s`), or other; Qwen3.5's adds marks (`\p{M}`), and the
+//! regex-based pre-tokenizers punctuation (`\p{P}`) and symbols (`\p{S}`)
+//! ([`category`]). The categories come from the generated run table in
+//! `tokenizer::unicode_table` (Unicode 15.1.0, identical to llama.cpp's
+//! `unicode-data.cpp` codepoint for codepoint: checked over all codepoints
+//! with `scripts/check_unicode_tables.py`; regenerate with
 //! `scripts/gen_unicode_tables.py`). Whitespace is Unicode's `White_Space`
 //! property, the 25 codepoints of llama.cpp's `unicode_set_whitespace`.
 //!
@@ -31,9 +34,51 @@ pub enum Class {
     Other,
 }
 
-// Run-table class codes (low 2 bits of a `CLASS_RUNS` entry).
+/// The general category of a codepoint, as far as the pre-tokenizers
+/// distinguish it (whitespace is not a category: see [`class`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Category {
+    /// `\p{L}`.
+    Letter,
+    /// `\p{N}`.
+    Number,
+    /// `\p{P}`.
+    Punctuation,
+    /// `\p{M}`.
+    Mark,
+    /// `\p{S}`.
+    Symbol,
+    /// Separators, controls, format, private use, unassigned.
+    Other,
+}
+
+// Run-table category codes (low 3 bits of a `CLASS_RUNS` entry).
+const RUN_BITS: u32 = 3;
 const RUN_LETTER: u32 = 1;
 const RUN_NUMBER: u32 = 2;
+const RUN_PUNCT: u32 = 3;
+const RUN_MARK: u32 = 4;
+const RUN_SYMBOL: u32 = 5;
+
+/// The category of `c` from the run table.
+pub fn category(c: char) -> Category {
+    let cp = c as u32;
+    // Last run starting at or before cp; CLASS_RUNS[0] starts at 0.
+    let key = (cp << RUN_BITS) | ((1 << RUN_BITS) - 1);
+    let idx = CLASS_RUNS.partition_point(|&r| r <= key);
+    match idx
+        .checked_sub(1)
+        .and_then(|i| CLASS_RUNS.get(i))
+        .map(|r| r & ((1 << RUN_BITS) - 1))
+    {
+        Some(RUN_LETTER) => Category::Letter,
+        Some(RUN_NUMBER) => Category::Number,
+        Some(RUN_PUNCT) => Category::Punctuation,
+        Some(RUN_MARK) => Category::Mark,
+        Some(RUN_SYMBOL) => Category::Symbol,
+        _ => Category::Other,
+    }
+}
 
 /// Unicode `White_Space` (PropList.txt), as llama.cpp's `unicode_set_whitespace`.
 const WHITESPACE: [u32; 25] = [
@@ -58,17 +103,23 @@ pub fn class(c: char) -> Class {
             Class::Other
         };
     }
-    if WHITESPACE.binary_search(&cp).is_ok() {
+    if is_whitespace(c) {
         return Class::Whitespace;
     }
-    // Last run starting at or before cp; CLASS_RUNS[0] starts at 0.
-    let key = (cp << 2) | 3;
-    let idx = CLASS_RUNS.partition_point(|&r| r <= key);
-    match idx.checked_sub(1).and_then(|i| CLASS_RUNS.get(i)) {
-        Some(r) if r & 3 == RUN_LETTER => Class::Letter,
-        Some(r) if r & 3 == RUN_NUMBER => Class::Number,
+    match category(c) {
+        Category::Letter => Class::Letter,
+        Category::Number => Class::Number,
         _ => Class::Other,
     }
+}
+
+/// Whether `c` is `\s` (Unicode `White_Space`).
+pub fn is_whitespace(c: char) -> bool {
+    let cp = c as u32;
+    if cp < 0x80 {
+        return matches!(cp, 0x09..=0x0D | 0x20);
+    }
+    WHITESPACE.binary_search(&cp).is_ok()
 }
 
 #[cfg(test)]
@@ -99,9 +150,26 @@ mod tests {
     }
 
     #[test]
+    fn categories() {
+        assert_eq!(category('!'), Category::Punctuation);
+        assert_eq!(category('$'), Category::Symbol);
+        assert_eq!(category('\u{0301}'), Category::Mark);
+        assert_eq!(category('。'), Category::Punctuation);
+        assert_eq!(category('€'), Category::Symbol);
+        assert_eq!(category('a'), Category::Letter);
+        assert_eq!(category('٣'), Category::Number);
+        assert_eq!(category(' '), Category::Other);
+        assert_eq!(category('\u{E000}'), Category::Other);
+    }
+
+    #[test]
     fn table_is_sorted_and_starts_at_zero() {
-        assert_eq!(CLASS_RUNS[0] >> 2, 0);
-        assert!(CLASS_RUNS.windows(2).all(|w| (w[0] >> 2) < (w[1] >> 2)));
-        assert!(CLASS_RUNS.iter().all(|r| r & 3 != 3));
+        assert_eq!(CLASS_RUNS[0] >> RUN_BITS, 0);
+        assert!(
+            CLASS_RUNS
+                .windows(2)
+                .all(|w| (w[0] >> RUN_BITS) < (w[1] >> RUN_BITS))
+        );
+        assert!(CLASS_RUNS.iter().all(|r| r & 7 <= RUN_SYMBOL));
     }
 }

@@ -12,7 +12,9 @@
 
 #![forbid(unsafe_code)]
 
-use super::{MAX_EOG, Model, NONE, Tokenizer, TokenizerError, attr, bpe, decode, pretok, spm};
+use super::{
+    MAX_EOG, Model, NONE, Tokenizer, TokenizerError, attr, bpe, chat, decode, pretok, spm,
+};
 use crate::error::Name;
 use crate::{Arena, Error, Result};
 use core::cmp::Ordering;
@@ -51,6 +53,8 @@ pub mod keys {
     pub const ADD_EOS: &str = "tokenizer.ggml.add_eos_token";
     /// SentencePiece: prefix a space.
     pub const ADD_SPACE_PREFIX: &str = "tokenizer.ggml.add_space_prefix";
+    /// The model's Jinja chat template.
+    pub const CHAT_TEMPLATE: &str = "tokenizer.chat_template";
 }
 
 /// Where a vocabulary comes from. `from_gguf` implements it over a GGUF
@@ -159,6 +163,18 @@ impl<'a> Vocab<'a> {
         None
     }
 
+    /// The id whose text is the byte sequence `it` yields.
+    pub(crate) fn find_iter<I: Iterator<Item = u8> + Clone>(&self, it: I) -> Option<u32> {
+        let mut k = [0u8; 8];
+        for (slot, x) in k.iter_mut().zip(it.clone()) {
+            *slot = x;
+        }
+        let first = it.clone().next()?;
+        self.search(first, u64::from_be_bytes(k), |t| {
+            t.iter().copied().cmp(it.clone())
+        })
+    }
+
     /// The id whose text is `a` followed by `b`.
     fn find_concat(&self, a: &[u8], b: &[u8]) -> Option<u32> {
         let first = *a.first().or(b.first())?;
@@ -240,8 +256,12 @@ fn span_in(base: &[u8], s: &[u8]) -> Option<[u32; 2]> {
     Some([u32::try_from(off).ok()?, u32::try_from(s.len()).ok()?])
 }
 
-/// Pre-tokenizer of a `gpt2` vocabulary, from llama.cpp's name table.
+/// Pre-tokenizer of a `gpt2` vocabulary, from llama.cpp's name table
+/// (`tokenizer.ggml.pre` → pre-type in `llama_vocab::impl::load`, llama.cpp
+/// as vendored by llama-cpp-python 0.3.36), for the pre-types whose split
+/// this crate implements.
 fn pre_of(name: Option<&[u8]>) -> Result<pretok::Pre> {
+    // STARCODER, REFACT, COMMAND_R, SMOLLM, CODESHELL, EXAONE, MINERVA.
     const DIGITS: [&[u8]; 7] = [
         b"smollm",
         b"starcoder",
@@ -251,7 +271,8 @@ fn pre_of(name: Option<&[u8]>) -> Result<pretok::Pre> {
         b"exaone",
         b"minerva-7b",
     ];
-    const GPT2: [&[u8]; 14] = [
+    // GPT2, MPT, OLMO, JAIS.
+    const GPT2: [&[u8]; 18] = [
         b"gpt-2",
         b"gpt2",
         b"phi-2",
@@ -263,13 +284,47 @@ fn pre_of(name: Option<&[u8]>) -> Result<pretok::Pre> {
         b"jina-v2-de",
         b"jina-v2-code",
         b"roberta-bpe",
+        b"a.x-4.0",
+        b"mellum",
+        b"modern-bert",
+        b"exaone4",
         b"mpt",
         b"olmo",
         b"jais",
     ];
+    // LLAMA3 (which also sets ignore_merges and add_bos).
+    const LLAMA3: [&[u8]; 9] = [
+        b"llama3",
+        b"llama-v3",
+        b"llama-bpe",
+        b"falcon3",
+        b"falcon-h1",
+        b"pixtral",
+        b"midm-2.0",
+        b"lfm2",
+        b"jina-v5-nano",
+    ];
+    // DBRX, SMAUG: the llama-3 split with plain merges.
+    const DBRX: [&[u8]; 2] = [b"dbrx", b"smaug-bpe"];
+    // QWEN2, STABLELM2.
+    const QWEN2: [&[u8]; 6] = [
+        b"qwen2",
+        b"deepseek-r1-qwen",
+        b"kormo",
+        b"f2llmv2",
+        b"megrez",
+        b"stablelm2",
+    ];
     match name {
         Some(n) if DIGITS.contains(&n) => Ok(pretok::Pre::Digits),
         Some(n) if GPT2.contains(&n) => Ok(pretok::Pre::Gpt2),
+        Some(n) if LLAMA3.contains(&n) => Ok(pretok::Pre::Llama3),
+        Some(n) if DBRX.contains(&n) => Ok(pretok::Pre::Dbrx),
+        Some(n) if QWEN2.contains(&n) => Ok(pretok::Pre::Qwen2),
+        Some(b"qwen35") => Ok(pretok::Pre::Qwen35),
+        Some(b"deepseek-coder") => Ok(pretok::Pre::DeepseekCoder),
+        Some(b"deepseek-llm") => Ok(pretok::Pre::DeepseekLlm),
+        Some(b"falcon") => Ok(pretok::Pre::Falcon),
         _ => Err(TokenizerError::UnsupportedPre {
             name: name.map(name_of),
         }
@@ -339,7 +394,7 @@ pub(crate) fn build<'a, S: VocabSource<'a>>(
     let attrs = token_attrs(src, n, arena)?;
     let scores = token_scores(src, n, is_spm, arena)?;
     let mut vocab = index_texts(base, spans, scores, arena)?;
-    let flags = read_flags(src, is_spm, n as u32)?;
+    let flags = read_flags(src, model, n as u32)?;
     let (eog, n_eog) = mark_special_ids(src, &vocab, attrs, flags.eos)?;
     let attrs: &'a [u8] = attrs;
     vocab.attrs = attrs;
@@ -352,6 +407,13 @@ pub(crate) fn build<'a, S: VocabSource<'a>>(
         merge_table(src, &vocab, arena)?
     };
     let merges_by_left = index_merges_by_left(merges, n, is_spm, arena)?;
+    // A template that is missing, mistyped or not UTF-8 is "no template".
+    let tmpl = src
+        .get_str(keys::CHAT_TEMPLATE)
+        .ok()
+        .flatten()
+        .and_then(|t| core::str::from_utf8(t).ok());
+    let chat_template = chat::Template::detect(tmpl, vocab.find(b"<start_of_turn>").is_some());
     Ok(Tokenizer {
         model,
         vocab,
@@ -366,6 +428,7 @@ pub(crate) fn build<'a, S: VocabSource<'a>>(
         add_space_prefix: flags.add_space_prefix,
         eog,
         n_eog,
+        chat_template,
     })
 }
 
@@ -553,11 +616,14 @@ fn id_in_vocab<'a, S: VocabSource<'a>>(src: &S, key: &str, n_vocab: u32) -> Resu
 }
 
 /// [`Flags`] of a vocabulary of `n_vocab` tokens.
-fn read_flags<'a, S: VocabSource<'a>>(src: &S, is_spm: bool, n_vocab: u32) -> Result<Flags> {
+fn read_flags<'a, S: VocabSource<'a>>(src: &S, model: Model, n_vocab: u32) -> Result<Flags> {
+    let is_spm = model == Model::Spm;
     let (default_bos, default_eos) = if is_spm { (1u32, 2u32) } else { (11, 11) };
     let bos = id_in_vocab(src, keys::BOS, n_vocab)?.unwrap_or(default_bos);
     let eos = id_in_vocab(src, keys::EOS, n_vocab)?.unwrap_or(default_eos);
-    let add_bos = src.get_bool(keys::ADD_BOS)?.unwrap_or(is_spm);
+    // llama.cpp's LLAMA3 pre-type adds BOS unless the file says otherwise.
+    let add_bos_default = is_spm || model == Model::Bpe(pretok::Pre::Llama3);
+    let add_bos = src.get_bool(keys::ADD_BOS)?.unwrap_or(add_bos_default);
     let add_eos = src.get_bool(keys::ADD_EOS)?.unwrap_or(false);
     let add_space_prefix = src.get_bool(keys::ADD_SPACE_PREFIX)?.unwrap_or(is_spm);
     Ok(Flags {

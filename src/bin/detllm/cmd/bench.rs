@@ -14,7 +14,7 @@ use clap::Args;
 use detllm::F32;
 use detllm::kv::{PagedCache, SeqId};
 use detllm::model::Entry;
-use detllm::tokenizer::chat::Message;
+use detllm::tokenizer::chat::{Message, Template};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -60,7 +60,11 @@ pub fn run(args: BenchArgs) -> CliResult<ExitCode> {
     let model = ModelFile::open_for_run(&path)?;
     let batch = args.batch.max(1);
     // The only text the bench encodes; the tokenizer workspace is sized for it.
+    // The model's chat template, read before the session is sized.
+    let file = detllm::gguf::File::parse(model.bytes()).map_err(detllm::Error::from)?;
+    let template = Template::of_gguf(&file).unwrap_or(Template::SmolLm2);
     let text = render_chat(
+        template,
         &[Message {
             role: "user",
             content: "What is the capital of France?",

@@ -7,7 +7,7 @@
 use crate::args::{ModelArgs, SamplingArgs};
 use crate::error::CliResult;
 use crate::model_file::{ModelFile, existing_model};
-use crate::prompt::{chat_prompt, next_user_turn};
+use crate::prompt::{chat_prompt, next_user_turn, template_of};
 use crate::session::{MAX_PROMPT_BYTES, Session, Shape};
 use crate::utf8_stream::Utf8Stream;
 use clap::Args;
@@ -64,14 +64,15 @@ pub fn run(args: ChatArgs) -> CliResult<ExitCode> {
         history: Vec::new(),
         max_tokens: args.max_tokens,
     };
+    let template = template_of(&session.tokenizer);
     eprintln!("detllm chat — empty line or Ctrl-D to quit");
     let mut first = true;
     while let Some(line) = read_user_line()? {
         // Render only the new turn; the cache holds everything before it.
         let turn = if first {
-            chat_prompt(args.system.as_deref(), &line)?
+            chat_prompt(template, args.system.as_deref(), &line)?
         } else {
-            next_user_turn(&line)
+            next_user_turn(template, &line)?
         };
         first = false;
         let ids = session.encode(&turn)?;

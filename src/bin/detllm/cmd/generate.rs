@@ -10,7 +10,7 @@ use crate::batch::{PromptRun, run_prompts_batched};
 use crate::error::{CliError, CliResult};
 use crate::model_file::{ModelFile, existing_model};
 use crate::output::{hex, round1};
-use crate::prompt::chat_prompt;
+use crate::prompt::{chat_prompt, template_of};
 use crate::session::{MAX_PROMPT_BYTES, Session, Shape};
 use crate::transcript;
 use crate::utf8_stream::Utf8Stream;
@@ -127,7 +127,7 @@ fn encode_prompts(
     };
     for text in texts {
         let text = if args.chat {
-            chat_prompt(None, &text)?
+            chat_prompt(template_of(&session.tokenizer), None, &text)?
         } else {
             text
         };

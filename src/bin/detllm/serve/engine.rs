@@ -325,7 +325,8 @@ impl Runner {
                     .iter()
                     .map(|(role, content)| detllm::tokenizer::chat::Message { role, content })
                     .collect();
-                let text = crate::prompt::render_chat(&m, true)
+                let template = crate::prompt::template_of(&self.front.tokenizer);
+                let text = crate::prompt::render_chat(template, &m, true)
                     .map_err(|e| ApiError::invalid("messages", e.to_string()))?;
                 let ids = self.encode(&text, true)?;
                 Ok((text, ids))

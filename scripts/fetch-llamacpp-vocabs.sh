@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Make sure llama.cpp's tokenizer test vocabularies are on disk and print
+# their directory.
+#
+#   scripts/fetch-llamacpp-vocabs.sh
+#
+# llama.cpp ships, under models/, small vocabulary-only GGUF files
+# (ggml-vocab-*.gguf) with the inputs and expected token ids of its
+# `test-tokenizer-0` (ggml-vocab-*.gguf.inp / .out). They come from the
+# llama-cpp-python 0.3.36 source distribution (vendor/llama.cpp/models/),
+# downloaded with pip into a temporary directory; only those files are
+# extracted into ${XDG_CACHE_HOME:-$HOME/.cache}/detllm/llamacpp-vocabs/
+# (an empty XDG_CACHE_HOME counts as unset). Nothing is fetched when that
+# directory is already complete. The path is printed on stdout; progress
+# goes to stderr. tests/tokenizer_llamacpp_suite.rs reads it through
+# DETLLM_LLAMACPP_VOCABS.
+set -euo pipefail
+
+VERSION=0.3.36
+cache="${XDG_CACHE_HOME:-}"
+[ -n "$cache" ] || cache="$HOME/.cache"
+dir="$cache/detllm/llamacpp-vocabs"
+
+if [ -f "$dir/.complete-$VERSION" ]; then
+    echo "$dir"
+    exit 0
+fi
+
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+echo "downloading the llama-cpp-python $VERSION source distribution..." >&2
+python3 -m pip download --quiet --no-deps --no-binary llama-cpp-python --dest "$tmp" \
+    "llama-cpp-python==$VERSION" >&2
+sdist="$(ls "$tmp"/llama_cpp_python-"$VERSION".tar.gz)"
+mkdir -p "$dir.partial"
+python3 - "$sdist" "$dir.partial" <<'PY'
+import os, re, sys, tarfile
+sdist, out = sys.argv[1], sys.argv[2]
+pat = re.compile(r"/vendor/llama\.cpp/models/(ggml-vocab-[A-Za-z0-9._-]+\.gguf(\.inp|\.out)?)$")
+n = 0
+with tarfile.open(sdist) as tar:
+    for m in tar:
+        hit = pat.search(m.name)
+        if not hit or not m.isfile():
+            continue
+        with tar.extractfile(m) as src, open(os.path.join(out, hit.group(1)), "wb") as dst:
+            dst.write(src.read())
+        n += 1
+if n == 0:
+    sys.exit("no ggml-vocab-* files in " + sdist)
+print(f"extracted {n} files", file=sys.stderr)
+PY
+rm -rf "$dir"
+mv "$dir.partial" "$dir"
+touch "$dir/.complete-$VERSION"
+echo "$dir"
