@@ -15,7 +15,8 @@
 //! ## Digest
 //! `kernel.matmul`: for each format in [`FORMATS`] order, every dequantized
 //! weight value (row by row) and then the `(M, N_OUT)` matmul output, as
-//! little-endian `F32` bits. `kernel.ops`: rmsnorm, softmax (scaled, masked),
+//! little-endian `F32` bits; `kernel.matmul_q5_k` likewise for
+//! [`FORMATS_Q5_K`]. `kernel.ops`: rmsnorm, softmax (scaled, masked),
 //! RoPE (NORM and NEOX, partial rotary dims, several positions) and SwiGLU
 //! outputs in that order.
 
@@ -43,6 +44,10 @@ pub const FORMATS: [GgmlType; 10] = [
     GgmlType::Q4_K,
     GgmlType::Q6_K,
 ];
+
+/// Formats of the `kernel.matmul_q5_k` case (added after [`FORMATS`], whose
+/// digest stays as it was).
+pub const FORMATS_Q5_K: [GgmlType; 1] = [GgmlType::Q5_K];
 
 /// Row length (one 256-block for K-quants, eight 32-blocks otherwise).
 pub const N_IN: usize = 256;
@@ -74,7 +79,7 @@ fn act(rng: &mut SplitMix64) -> F32 {
 fn scale_offsets(ty: GgmlType) -> &'static [usize] {
     match ty {
         GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => &[0],
-        GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K => &[0, 2],
+        GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K => &[0, 2],
         GgmlType::Q6_K => &[208],
         _ => &[],
     }
@@ -115,9 +120,19 @@ fn weights(ty: GgmlType, rng: &mut SplitMix64, buf: &mut [u8]) {
 
 /// `kernel.matmul`: dequantization and matmul in every format of [`FORMATS`].
 pub fn case_matmul(scratch: &mut [u8]) -> Result<Digest> {
+    matmul_digest(&FORMATS, scratch)
+}
+
+/// `kernel.matmul_q5_k`: the same for [`FORMATS_Q5_K`] (fresh generator).
+pub fn case_matmul_q5_k(scratch: &mut [u8]) -> Result<Digest> {
+    matmul_digest(&FORMATS_Q5_K, scratch)
+}
+
+/// Dequantized rows and matmul outputs of each format of `formats`, in order.
+fn matmul_digest(formats: &[GgmlType], scratch: &mut [u8]) -> Result<Digest> {
     let mut rng = SplitMix64::new(SEED);
     let mut h = Sha256::new();
-    for ty in FORMATS {
+    for &ty in formats {
         let mut arena = Arena::new(scratch);
         let bytes = arena.alloc::<u8>(ty.row_bytes(N_IN)? * N_OUT)?;
         weights(ty, &mut rng, bytes);
