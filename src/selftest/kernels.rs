@@ -18,13 +18,15 @@
 //! little-endian `F32` bits; `kernel.matmul_q5_k` likewise for
 //! [`FORMATS_Q5_K`]. `kernel.ops`: rmsnorm, softmax (scaled, masked),
 //! RoPE (NORM and NEOX, partial rotary dims, several positions) and SwiGLU
-//! outputs in that order.
+//! outputs in that order. `kernel.geglu`: GEGLU (gemma3's gating) on rows of
+//! every length 1..=[`GEGLU_MAX`] (so every block tail), gate values drawn
+//! as the activations but with exponents in `[2^-8, 2^4)`.
 
 #![forbid(unsafe_code)]
 
 use super::inputs::{Digest, SEED, draw};
 use crate::kernels::{
-    RopeStyle, matmul, matmul_scratch_len, rmsnorm, rope, rope_theta_scale, softmax, swiglu,
+    RopeStyle, geglu, matmul, matmul_scratch_len, rmsnorm, rope, rope_theta_scale, softmax, swiglu,
 };
 use crate::quant::{ActKind, GgmlType, QActs, QMatrix};
 use crate::sample::SplitMix64;
@@ -191,5 +193,31 @@ pub fn case_ops(scratch: &mut [u8]) -> Result<Digest> {
     out.copy_from_slice(x);
     swiglu(out, w)?;
     hash_f32s(&mut h, out);
+    Ok(h.finalize().into())
+}
+
+/// Longest row of `kernel.geglu`.
+pub const GEGLU_MAX: usize = 80;
+
+/// `kernel.geglu`: the GEGLU kernel's outputs, bit for bit. A model case
+/// alone would miss a last-bit error here: the gated values are
+/// re-quantized to 8-bit blocks before the down projection.
+pub fn case_geglu(scratch: &mut [u8]) -> Result<Digest> {
+    let mut rng = SplitMix64::new(SEED);
+    let mut h = Sha256::new();
+    let mut arena = Arena::new(scratch);
+    let gate = arena.alloc::<F32>(GEGLU_MAX)?;
+    let up = arena.alloc::<F32>(GEGLU_MAX)?;
+    for n in 1..=GEGLU_MAX {
+        for g in gate[..n].iter_mut() {
+            let b = act(&mut rng).to_bits();
+            *g = F32::from_bits((b & 0x807F_FFFF) | ((119 + (b >> 23) % 12) << 23));
+        }
+        for u in up[..n].iter_mut() {
+            *u = act(&mut rng);
+        }
+        geglu(&mut gate[..n], &up[..n])?;
+        hash_f32s(&mut h, &gate[..n]);
+    }
     Ok(h.finalize().into())
 }

@@ -211,6 +211,10 @@ pub const CASES: &[Case] = &[
         run: kernels::case_matmul_q5_k,
     },
     Case {
+        name: "kernel.geglu",
+        run: kernels::case_geglu,
+    },
+    Case {
         name: "model.schedules",
         run: model::schedules,
     },
