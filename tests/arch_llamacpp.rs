@@ -12,7 +12,7 @@
 //! [`CHUNK`], every row's logits) and must agree on
 //!
 //! * **perplexity** over the rows that predict a next token, within
-//!   [`PPL_REL`] of llama.cpp's ([`PPL_REL_QWEN25`] for Qwen2.5-Coder);
+//!   [`PPL_REL`] of llama.cpp's;
 //! * **mean KL(llama.cpp ‖ detllm)**, over llama.cpp's top-24 plus one
 //!   bucket for the rest of the vocabulary, at most [`MAX_KL`];
 //! * **top-1**: detllm's argmax is llama.cpp's top-1 on at least
@@ -38,14 +38,10 @@ use sha2::{Digest, Sha256};
 
 /// Tokens per step (all of their logits are kept).
 const CHUNK: usize = 32;
-/// Relative perplexity difference allowed.
+/// Relative perplexity difference allowed (every model: Qwen2.5-Coder's
+/// golden covers 512 tokens, where its ratio is 1.0036; on the first 256
+/// it was 1.0127, the noise of a short sample).
 const PPL_REL: f64 = 0.01;
-/// Qwen2.5-Coder's bound: measured 1.27 % on these 256 tokens (detllm 46.50
-/// against 45.91, mean KL 0.0012), over the 1 % target; on the first 512
-/// tokens of the same text the ratio is 1.0036 (34.45 against 34.33, KL
-/// 0.0011), so the 256-token gap is mostly the noise of a short sample
-/// (255 scored tokens) — but 512 tokens cost this test ~2× its time.
-const PPL_REL_QWEN25: f64 = 0.015;
 /// Mean KL(llama.cpp ‖ detllm) allowed, nats.
 const MAX_KL: f64 = 0.01;
 /// Share of rows whose top-1 must agree.
@@ -195,7 +191,7 @@ fn qwen25_coder_matches_llamacpp() {
     real(
         "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
         "qwen2.5-coder-0.5b",
-        PPL_REL_QWEN25,
+        PPL_REL,
     );
 }
 

@@ -338,6 +338,12 @@ mod oracle {
             }),
             // Three hardware operations in the profile's order.
             "math.silu" => unary(|x| f(x / (1.0 + core_math::expf(-x)))),
+            "math.tanh" => unary(|x| f(core_math::tanhf(x))),
+            // detllm::math::gelu's operations in its order, hardware f32.
+            "math.gelu" => unary(|x| {
+                let (k, a) = (f32::from_bits(0x3FCC_422A), f32::from_bits(0x3D37_2713));
+                f(x / (1.0 + core_math::expf(-(k * (x * (1.0 + a * (x * x)))))))
+            }),
             _ => return None,
         })
     }

@@ -388,6 +388,11 @@ fn fill(p: &Plan, rng: &mut SplitMix64, data: &mut [u8]) {
                         block[0..2].copy_from_slice(&f16_scale(rng, 12, 13, false).to_le_bytes());
                         block[2..4].copy_from_slice(&f16_scale(rng, 11, 12, false).to_le_bytes());
                     }
+                    GgmlType::Q5_K => {
+                        // Quants twice Q4_K's range: half its super-scale.
+                        block[0..2].copy_from_slice(&f16_scale(rng, 13, 14, false).to_le_bytes());
+                        block[2..4].copy_from_slice(&f16_scale(rng, 11, 12, false).to_le_bytes());
+                    }
                     GgmlType::Q6_K => {
                         for s in &mut block[192..208] {
                             *s = (*s % 32) as i8 as u8;

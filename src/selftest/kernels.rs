@@ -15,15 +15,18 @@
 //! ## Digest
 //! `kernel.matmul`: for each format in [`FORMATS`] order, every dequantized
 //! weight value (row by row) and then the `(M, N_OUT)` matmul output, as
-//! little-endian `F32` bits. `kernel.ops`: rmsnorm, softmax (scaled, masked),
+//! little-endian `F32` bits; `kernel.matmul_q5_k` likewise for
+//! [`FORMATS_Q5_K`]. `kernel.ops`: rmsnorm, softmax (scaled, masked),
 //! RoPE (NORM and NEOX, partial rotary dims, several positions) and SwiGLU
-//! outputs in that order.
+//! outputs in that order. `kernel.geglu`: GEGLU (gemma3's gating) on rows of
+//! every length 1..=[`GEGLU_MAX`] (so every block tail), gate values drawn
+//! as the activations but with exponents in `[2^-8, 2^4)`.
 
 #![forbid(unsafe_code)]
 
 use super::inputs::{Digest, SEED, draw};
 use crate::kernels::{
-    RopeStyle, matmul, matmul_scratch_len, rmsnorm, rope, rope_theta_scale, softmax, swiglu,
+    RopeStyle, geglu, matmul, matmul_scratch_len, rmsnorm, rope, rope_theta_scale, softmax, swiglu,
 };
 use crate::quant::{ActKind, GgmlType, QActs, QMatrix};
 use crate::sample::SplitMix64;
@@ -43,6 +46,10 @@ pub const FORMATS: [GgmlType; 10] = [
     GgmlType::Q4_K,
     GgmlType::Q6_K,
 ];
+
+/// Formats of the `kernel.matmul_q5_k` case (added after [`FORMATS`], whose
+/// digest stays as it was).
+pub const FORMATS_Q5_K: [GgmlType; 1] = [GgmlType::Q5_K];
 
 /// Row length (one 256-block for K-quants, eight 32-blocks otherwise).
 pub const N_IN: usize = 256;
@@ -74,7 +81,7 @@ fn act(rng: &mut SplitMix64) -> F32 {
 fn scale_offsets(ty: GgmlType) -> &'static [usize] {
     match ty {
         GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => &[0],
-        GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K => &[0, 2],
+        GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K => &[0, 2],
         GgmlType::Q6_K => &[208],
         _ => &[],
     }
@@ -115,9 +122,19 @@ fn weights(ty: GgmlType, rng: &mut SplitMix64, buf: &mut [u8]) {
 
 /// `kernel.matmul`: dequantization and matmul in every format of [`FORMATS`].
 pub fn case_matmul(scratch: &mut [u8]) -> Result<Digest> {
+    matmul_digest(&FORMATS, scratch)
+}
+
+/// `kernel.matmul_q5_k`: the same for [`FORMATS_Q5_K`] (fresh generator).
+pub fn case_matmul_q5_k(scratch: &mut [u8]) -> Result<Digest> {
+    matmul_digest(&FORMATS_Q5_K, scratch)
+}
+
+/// Dequantized rows and matmul outputs of each format of `formats`, in order.
+fn matmul_digest(formats: &[GgmlType], scratch: &mut [u8]) -> Result<Digest> {
     let mut rng = SplitMix64::new(SEED);
     let mut h = Sha256::new();
-    for ty in FORMATS {
+    for &ty in formats {
         let mut arena = Arena::new(scratch);
         let bytes = arena.alloc::<u8>(ty.row_bytes(N_IN)? * N_OUT)?;
         weights(ty, &mut rng, bytes);
@@ -176,5 +193,31 @@ pub fn case_ops(scratch: &mut [u8]) -> Result<Digest> {
     out.copy_from_slice(x);
     swiglu(out, w)?;
     hash_f32s(&mut h, out);
+    Ok(h.finalize().into())
+}
+
+/// Longest row of `kernel.geglu`.
+pub const GEGLU_MAX: usize = 80;
+
+/// `kernel.geglu`: the GEGLU kernel's outputs, bit for bit. A model case
+/// alone would miss a last-bit error here: the gated values are
+/// re-quantized to 8-bit blocks before the down projection.
+pub fn case_geglu(scratch: &mut [u8]) -> Result<Digest> {
+    let mut rng = SplitMix64::new(SEED);
+    let mut h = Sha256::new();
+    let mut arena = Arena::new(scratch);
+    let gate = arena.alloc::<F32>(GEGLU_MAX)?;
+    let up = arena.alloc::<F32>(GEGLU_MAX)?;
+    for n in 1..=GEGLU_MAX {
+        for g in gate[..n].iter_mut() {
+            let b = act(&mut rng).to_bits();
+            *g = F32::from_bits((b & 0x807F_FFFF) | ((119 + (b >> 23) % 12) << 23));
+        }
+        for u in up[..n].iter_mut() {
+            *u = act(&mut rng);
+        }
+        geglu(&mut gate[..n], &up[..n])?;
+        hash_f32s(&mut h, &gate[..n]);
+    }
     Ok(h.finalize().into())
 }

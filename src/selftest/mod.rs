@@ -89,7 +89,10 @@ impl Case {
 /// Groups: `f32` (the soft operations), `conv` (conversions), `math`
 /// (elementary functions), `kernel` (every weight block format decoded and
 /// multiplied; the f32 kernels: [`kernels`]) and `model`
-/// (synthetic-model schedules and seeded sampled generation).
+/// (synthetic-model schedules and seeded sampled generation; every
+/// architecture — llama, qwen2, qwen3, gemma3, llama with `rope_freqs` —
+/// and every weight format of the Q4_K_M/Q5_K_M mixes as a whole model:
+/// [`model`]). Cases are appended, so older goldens keep their values.
 pub const CASES: &[Case] = &[
     Case {
         name: "f32.add",
@@ -188,6 +191,14 @@ pub const CASES: &[Case] = &[
         run: math_silu,
     },
     Case {
+        name: "math.tanh",
+        run: math_tanh,
+    },
+    Case {
+        name: "math.gelu",
+        run: math_gelu,
+    },
+    Case {
         name: "kernel.matmul",
         run: kernels::case_matmul,
     },
@@ -196,12 +207,48 @@ pub const CASES: &[Case] = &[
         run: kernels::case_ops,
     },
     Case {
+        name: "kernel.matmul_q5_k",
+        run: kernels::case_matmul_q5_k,
+    },
+    Case {
+        name: "kernel.geglu",
+        run: kernels::case_geglu,
+    },
+    Case {
         name: "model.schedules",
         run: model::schedules,
     },
     Case {
         name: "model.sampled",
         run: model::sampled,
+    },
+    Case {
+        name: "model.gemma3",
+        run: model::gemma3,
+    },
+    Case {
+        name: "model.qwen3",
+        run: model::qwen3,
+    },
+    Case {
+        name: "model.llama3_rope_freqs",
+        run: model::llama3,
+    },
+    Case {
+        name: "model.q5_0",
+        run: model::q5_0,
+    },
+    Case {
+        name: "model.q4_k",
+        run: model::q4_k,
+    },
+    Case {
+        name: "model.q5_k",
+        run: model::q5_k,
+    },
+    Case {
+        name: "model.q6_k",
+        run: model::q6_k,
     },
 ];
 

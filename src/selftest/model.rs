@@ -1,6 +1,22 @@
 //! Whole-model determinism cases for [`crate::selftest`]: a synthetic model
 //! run under several schedules, and a seeded sampled generation. No
 //! allocation: everything lives in the caller's scratch memory.
+//!
+//! Every architecture and every weight format of the Q4_K_M/Q5_K_M mixes
+//! has its own case, each the digest of [`spec_schedule_digests`] (three
+//! schedules, two KV layouts) on one synthetic model:
+//!
+//! * `model.gemma3`, `model.qwen3`, `model.llama3_rope_freqs`: the specs
+//!   [`SynthSpec::GEMMA3`], [`SynthSpec::QWEN3`], [`SynthSpec::LLAMA3`] —
+//!   the very files `tests/arch_llamacpp.rs` compares with llama.cpp, so the
+//!   logits checked against llama.cpp on the host are bit-identical on
+//!   every target;
+//! * `model.q5_0`, `model.q4_k`, `model.q5_k`, `model.q6_k`: a one-layer
+//!   llama of width 256 (one K-quant super-block per row) with every matrix,
+//!   the tied embedding/head included, in that format ([`format_spec`]).
+//!
+//! `tests/model_selftest.rs` checks on the host that the schedules of each
+//! agree; `scripts/cross-test.sh` that each digest is the same everywhere.
 
 #![forbid(unsafe_code)]
 
@@ -174,6 +190,93 @@ fn run<'a, K: KvBuild<'a>>(
         *o = hi.finalize().into();
     }
     Ok(out)
+}
+
+/// Per-sequence digests of `[schedule]` for one synthetic model: run
+/// sequentially on a contiguous cache, batched on pages of 2 tokens and
+/// chunked token by token on pages of 3. All three must agree.
+pub fn spec_schedule_digests(
+    spec: &SynthSpec,
+    scratch: &mut [u8],
+) -> Result<[[[u8; 32]; N_SEQS]; 3]> {
+    let (bytes, rest) = model_bytes(spec, scratch)?;
+    Ok([
+        run::<ContiguousCache>(bytes, rest, 16, Schedule::Sequential)?,
+        run::<PagedCache>(bytes, rest, 2, Schedule::Batched)?,
+        run::<PagedCache>(bytes, rest, 3, Schedule::Chunked)?,
+    ])
+}
+
+/// SHA-256 over every digest of [`spec_schedule_digests`].
+fn spec_case(spec: &SynthSpec, scratch: &mut [u8]) -> Result<[u8; 32]> {
+    let all = spec_schedule_digests(spec, scratch)?;
+    let mut h = Sha256::new();
+    for d in all.iter().flatten() {
+        h.update(d);
+    }
+    Ok(h.finalize().into())
+}
+
+/// The model of the format cases: a llama of width and feed-forward width
+/// 256 (rows of one K-quant super-block), one layer, 4 query / 2 KV heads
+/// of 64, vocabulary 96, every matrix and the tied embedding in `ty`.
+pub const fn format_spec(ty: crate::quant::GgmlType) -> SynthSpec {
+    SynthSpec {
+        dim: 256,
+        hidden_dim: 256,
+        n_layers: 1,
+        n_rot: 64,
+        weight_type: ty,
+        embd_type: ty,
+        seed: 10 + ty as u64,
+        ..SynthSpec::TINY
+    }
+}
+
+/// Weight formats with a `model.<format>` case, in case order.
+pub const MODEL_FORMATS: [crate::quant::GgmlType; 4] = [
+    crate::quant::GgmlType::Q5_0,
+    crate::quant::GgmlType::Q4_K,
+    crate::quant::GgmlType::Q5_K,
+    crate::quant::GgmlType::Q6_K,
+];
+
+/// Architecture specs with a `model.<arch>` case, in case order.
+pub const MODEL_ARCHS: [SynthSpec; 3] = [SynthSpec::GEMMA3, SynthSpec::QWEN3, SynthSpec::LLAMA3];
+
+/// `model.gemma3`: [`SynthSpec::GEMMA3`] under the three schedules.
+pub fn gemma3(scratch: &mut [u8]) -> Result<[u8; 32]> {
+    spec_case(&SynthSpec::GEMMA3, scratch)
+}
+
+/// `model.qwen3`: [`SynthSpec::QWEN3`] under the three schedules.
+pub fn qwen3(scratch: &mut [u8]) -> Result<[u8; 32]> {
+    spec_case(&SynthSpec::QWEN3, scratch)
+}
+
+/// `model.llama3_rope_freqs`: [`SynthSpec::LLAMA3`] under the three schedules.
+pub fn llama3(scratch: &mut [u8]) -> Result<[u8; 32]> {
+    spec_case(&SynthSpec::LLAMA3, scratch)
+}
+
+/// `model.q5_0`: [`format_spec`]`(Q5_0)` under the three schedules.
+pub fn q5_0(scratch: &mut [u8]) -> Result<[u8; 32]> {
+    spec_case(&format_spec(crate::quant::GgmlType::Q5_0), scratch)
+}
+
+/// `model.q4_k`: [`format_spec`]`(Q4_K)` under the three schedules.
+pub fn q4_k(scratch: &mut [u8]) -> Result<[u8; 32]> {
+    spec_case(&format_spec(crate::quant::GgmlType::Q4_K), scratch)
+}
+
+/// `model.q5_k`: [`format_spec`]`(Q5_K)` under the three schedules.
+pub fn q5_k(scratch: &mut [u8]) -> Result<[u8; 32]> {
+    spec_case(&format_spec(crate::quant::GgmlType::Q5_K), scratch)
+}
+
+/// `model.q6_k`: [`format_spec`]`(Q6_K)` under the three schedules.
+pub fn q6_k(scratch: &mut [u8]) -> Result<[u8; 32]> {
+    spec_case(&format_spec(crate::quant::GgmlType::Q6_K), scratch)
 }
 
 /// Per-sequence digests of `[model][schedule]`: a tiny llama and a tiny

@@ -191,3 +191,11 @@ pub(super) fn math_powf(_: &mut [u8]) -> Result<Digest> {
 pub(super) fn math_silu(_: &mut [u8]) -> Result<Digest> {
     unary_f32(crate::math::silu)
 }
+
+pub(super) fn math_tanh(_: &mut [u8]) -> Result<Digest> {
+    unary_f32(F32::tanh)
+}
+
+pub(super) fn math_gelu(_: &mut [u8]) -> Result<Digest> {
+    unary_f32(crate::math::gelu)
+}
