@@ -1,12 +1,15 @@
-//! The fused Q4_1 / Q5_0 / Q8_0 chunk kernels of the blocked matmul, hand-written
-//! in AVX2 and AVX-512 VNNI intrinsics (x86-64, feature `std`; the builds
-//! chosen by [`crate::simd::level`]), as ggml keeps `arch/x86/quants.c`
-//! beside its portable `quants.c`. With `crate::pool` and the expansion of
+//! The fused Q4_1 / Q5_0 / Q8_0 chunk kernels of the blocked matmul, and the
+//! sub-block sums of the Q4_K / Q6_K row kernels ([`kquant_builds`]),
+//! hand-written in AVX2 and AVX-512 VNNI intrinsics (x86-64, feature `std`;
+//! the builds chosen by [`crate::simd::level`]), as ggml keeps
+//! `arch/x86/quants.c` beside its portable `quants.c`. With `crate::pool` and the expansion of
 //! `crate::simd::multiversion!`, the only code of the crate allowed
 //! `unsafe`.
 //!
 //! Contract: they compute exactly the `i64` chunk sums of the portable
-//! kernels in [`super`] (same integers, another instruction sequence), so
+//! kernels in [`super`] (the K-quant ones: the `i32` sub-block sums of
+//! [`super::kquant`]'s portable bodies, whose exact scaling they reuse) —
+//! same integers, another instruction sequence — so
 //! results are the same bits; `tests/kernels_matmul.rs` checks that by
 //! proptest (every path, and that this one ran where the CPU has it).
 //!
@@ -45,14 +48,16 @@
 //!   before the scaling loop, over the same bounds, reads them.
 #![allow(unsafe_code)]
 
+use super::kquant;
 use super::{
     ACT_TILE, ActTile, BlockedRowsFn, ChunkSums, FusedChunkKernel, GroupKernel, LIM_Q4_1_D,
     LIM_Q4_1_M, LIM_Q5_0_D, LIM_Q8_0_D, ROW_GROUP, blocked_rows, groups_single_input,
 };
 use crate::F32;
 use crate::quant::GgmlType;
-use crate::quant::act::{ActScale, CHUNK_BLOCKS, ChunkScale};
+use crate::quant::act::{ActRow, ActScale, CHUNK_BLOCKS, ChunkScale};
 use crate::quant::block::QK;
+use crate::quant::fixed::ExactAcc;
 use crate::quant::{QActs, QMatrix};
 use crate::simd::Level;
 use core::arch::x86_64::*;
@@ -655,4 +660,165 @@ fn to_i64x4(v: __m256i) -> [i64; 4] {
     // SAFETY: 32 writable bytes.
     unsafe { _mm256_storeu_si256(o.as_mut_ptr().cast(), v) };
     o
+}
+
+/// The hand-written `[AVX-512, AVX2]` builds of the Q4_K and Q6_K row
+/// kernels ([`super::kquant`]) this CPU runs, `None` for other formats.
+/// Both builds are the same AVX2 intrinsics (the AVX-512 one compiled with
+/// the AVX-512 features too, as `multiversion!` does): the sub-block byte
+/// dots by `vpmaddubsw` / `vpmaddwd` into one `i32` vector per sub-block,
+/// the eight vectors summed together by a `vphaddd` tree, and the exact
+/// scaling of [`super::kquant`] unchanged.
+pub(super) fn kquant_builds(ty: GgmlType) -> Option<[Option<kquant::RowFn>; 2]> {
+    let level = crate::simd::level();
+    let (wide, narrow): (kquant::RowFn, kquant::RowFn) = match ty {
+        GgmlType::Q4_K => (q4_k_avx512_entry, q4_k_avx2_entry),
+        GgmlType::Q6_K => (q6_k_avx512_entry, q6_k_avx2_entry),
+        _ => return None,
+    };
+    if level < Level::Avx2 {
+        return None;
+    }
+    Some([(level >= Level::Avx512).then_some(wide), Some(narrow)])
+}
+
+/// Sum of each of eight `i32` vectors, as one vector (lane `j`: `v[j]`'s
+/// total): two `vphaddd` levels, then the 128-bit halves added.
+#[target_feature(enable = "avx2")]
+fn sum8(v: [__m256i; 8]) -> [i32; 8] {
+    let t0 = _mm256_hadd_epi32(v[0], v[1]);
+    let t1 = _mm256_hadd_epi32(v[2], v[3]);
+    let t2 = _mm256_hadd_epi32(v[4], v[5]);
+    let t3 = _mm256_hadd_epi32(v[6], v[7]);
+    // u0 lane k (k < 4): v[k]'s low-half total; lane 4 + k: its high half.
+    let u0 = _mm256_hadd_epi32(t0, t1);
+    let u1 = _mm256_hadd_epi32(t2, t3);
+    let r = _mm256_add_epi32(
+        _mm256_permute2x128_si256(u0, u1, 0x20),
+        _mm256_permute2x128_si256(u0, u1, 0x31),
+    );
+    let mut out = [0i32; 8];
+    // SAFETY: `out` is 32 writable bytes; the store is unaligned.
+    unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), r) };
+    out
+}
+
+/// The 32 bytes of `s` at `at` as a vector.
+#[target_feature(enable = "avx2")]
+fn load32<T: Copy>(s: &[T], at: usize) -> __m256i {
+    assert!(size_of::<T>() == 1 && at + 32 <= s.len());
+    // SAFETY: `T` is one byte and `at + 32 <= s.len()` (asserted above), so
+    // the 32 bytes read lie in `s`; the load is unaligned.
+    unsafe { _mm256_loadu_si256(s.as_ptr().add(at).cast()) }
+}
+
+/// The Q4_K sub-block sums `Σ q·y` of a 144-byte super-block `blk` with its
+/// 256 activations `yq` (the same integers as the portable
+/// `q4_5_k_sumq::<false>`): nibbles `0..=15` times activations in
+/// `-127..=127`, pairs at most `2·15·127`, never saturating `vpmaddubsw`.
+#[target_feature(enable = "avx2")]
+fn q4_k_sumq_avx2(blk: &[u8], yq: &[i8]) -> [i32; 8] {
+    let m4 = _mm256_set1_epi8(15);
+    let ones = _mm256_set1_epi16(1);
+    let mut v = [_mm256_setzero_si256(); 8];
+    for c in 0..4 {
+        let q = load32(blk, 16 + 32 * c);
+        let lo = _mm256_and_si256(q, m4);
+        let hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        let y0 = load32(yq, 64 * c);
+        let y1 = load32(yq, 64 * c + 32);
+        v[2 * c] = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0), ones);
+        v[2 * c + 1] = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), ones);
+    }
+    sum8(v)
+}
+
+/// The Q6_K scaled sub-block sums of a 210-byte super-block `blk` with its
+/// 256 activations `yq` (the same integers as the portable `q6_k_sumi`):
+/// `q + 32` in `0..=63` by `vpmaddubsw` (pairs at most `2·63·127`), minus
+/// `32·y` the same way (pairs at most `2·32·127`; the difference stays
+/// within `i16`), then `vpmaddwd` by the two 16-element halves' signed
+/// scales.
+#[target_feature(enable = "avx2")]
+fn q6_k_sumi_avx2(blk: &[u8], yq: &[i8]) -> [i32; 8] {
+    let m4 = _mm256_set1_epi8(15);
+    let m2 = _mm256_set1_epi8(3);
+    let c32 = _mm256_set1_epi8(32);
+    let mut v = [_mm256_setzero_si256(); 8];
+    for h in 0..2 {
+        let qh = load32(blk, 128 + 32 * h);
+        let ql = [load32(blk, 64 * h), load32(blk, 64 * h + 32)];
+        for k in 0..4 {
+            let low = if k < 2 {
+                _mm256_and_si256(ql[k % 2], m4)
+            } else {
+                _mm256_and_si256(_mm256_srli_epi16(ql[k % 2], 4), m4)
+            };
+            let high = match k {
+                0 => qh,
+                1 => _mm256_srli_epi16(qh, 2),
+                2 => _mm256_srli_epi16(qh, 4),
+                _ => _mm256_srli_epi16(qh, 6),
+            };
+            let high = _mm256_slli_epi16(_mm256_and_si256(high, m2), 4);
+            let q = _mm256_or_si256(low, high);
+            let y = load32(yq, 128 * h + 32 * k);
+            let p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, y), _mm256_maddubs_epi16(c32, y));
+            let j = 4 * h + k;
+            let sc = _mm256_set_m128i(
+                _mm_set1_epi16(blk[192 + 2 * j + 1] as i8 as i16),
+                _mm_set1_epi16(blk[192 + 2 * j] as i8 as i16),
+            );
+            v[j] = _mm256_madd_epi16(p, sc);
+        }
+    }
+    sum8(v)
+}
+
+/// Builds of the hand-written K-quant row kernels for a feature set.
+macro_rules! kquant_build {
+    ($q4:ident, $q6:ident, $features:literal) => {
+        #[target_feature(enable = $features)]
+        fn $q4(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
+            kquant::q4_5_k_row_with::<false>(row, a, |blk, yq| q4_k_sumq_avx2(blk, yq))
+        }
+
+        #[target_feature(enable = $features)]
+        fn $q6(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
+            kquant::q6_k_row_with(row, a, |blk, yq| q6_k_sumi_avx2(blk, yq))
+        }
+    };
+}
+
+kquant_build!(q4_k_avx2, q6_k_avx2, "avx2,bmi1,bmi2,lzcnt");
+kquant_build!(
+    q4_k_avx512,
+    q6_k_avx512,
+    "avx2,bmi1,bmi2,lzcnt,avx512f,avx512cd,avx512vl,avx512dq,avx512bw"
+);
+
+/// [`kquant::RowFn`] entry of [`q4_k_avx2`].
+fn q4_k_avx2_entry(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
+    // SAFETY: only handed out by `kquant_builds`, after `simd::level()`
+    // returned `Avx2` or wider: AVX2, BMI1, BMI2, LZCNT.
+    unsafe { q4_k_avx2(row, a) }
+}
+
+/// [`kquant::RowFn`] entry of [`q6_k_avx2`].
+fn q6_k_avx2_entry(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
+    // SAFETY: as in `q4_k_avx2_entry`.
+    unsafe { q6_k_avx2(row, a) }
+}
+
+/// [`kquant::RowFn`] entry of [`q4_k_avx512`].
+fn q4_k_avx512_entry(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
+    // SAFETY: only handed out by `kquant_builds`, after `simd::level()`
+    // returned `Avx512` or wider: the AVX2 set and AVX-512 F, CD, VL, DQ, BW.
+    unsafe { q4_k_avx512(row, a) }
+}
+
+/// [`kquant::RowFn`] entry of [`q6_k_avx512`].
+fn q6_k_avx512_entry(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
+    // SAFETY: as in `q4_k_avx512_entry`.
+    unsafe { q6_k_avx512(row, a) }
 }
