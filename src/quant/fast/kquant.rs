@@ -66,7 +66,7 @@ const Q6_K_BYTES: usize = 210;
 /// Smallest shift of the non-zero activation scales of a super-block and
 /// the spread above it (`(0, 0)` if all are zero).
 #[inline(always)]
-fn act_base(ys: &[ActScale]) -> (u32, u32) {
+pub(super) fn act_base(ys: &[ActScale]) -> (u32, u32) {
     let (mut lo, mut hi) = (u32::MAX, 0u32);
     for s in ys {
         if s.dm != 0 {
@@ -84,14 +84,14 @@ fn act_base(ys: &[ActScale]) -> (u32, u32) {
 /// `rel_j` of an activation scale against `base` (0 where `dm == 0`, whose
 /// terms are zero).
 #[inline(always)]
-fn rel(s: &ActScale, base: u32) -> u32 {
+pub(super) fn rel(s: &ActScale, base: u32) -> u32 {
     if s.dm != 0 { s.dsh - base } else { 0 }
 }
 
 /// `(scale, min)` of sub-block `j` (0..8) from the 12 packed bytes
 /// (`get_scale_min_k4`).
 #[inline(always)]
-fn scale_min(s: &[u8], j: usize) -> (i32, i32) {
+pub(super) fn scale_min(s: &[u8], j: usize) -> (i32, i32) {
     if j < 4 {
         ((s[j] & 63) as i32, (s[j + 4] & 63) as i32)
     } else {

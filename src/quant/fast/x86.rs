@@ -55,9 +55,10 @@ use super::{
 };
 use crate::F32;
 use crate::quant::GgmlType;
-use crate::quant::act::{ActRow, ActScale, CHUNK_BLOCKS, ChunkScale};
+use crate::quant::act::{ActRow, ActScale, CHUNK_BLOCKS, ChunkScale, FLAG_D_NONFINITE};
 use crate::quant::block::QK;
-use crate::quant::fixed::ExactAcc;
+use crate::quant::block::QK_K;
+use crate::quant::fixed::{ExactAcc, f16_fixed, f16_nonfinite};
 use crate::quant::{QActs, QMatrix};
 use crate::simd::Level;
 use core::arch::x86_64::*;
@@ -682,24 +683,12 @@ pub(super) fn kquant_builds(ty: GgmlType) -> Option<[Option<kquant::RowFn>; 2]> 
     Some([(level >= Level::Avx512).then_some(wide), Some(narrow)])
 }
 
-/// Sum of each of eight `i32` vectors, as one vector (lane `j`: `v[j]`'s
-/// total): two `vphaddd` levels, then the 128-bit halves added.
+/// The eight `i32` lanes of `v`.
 #[target_feature(enable = "avx2")]
-fn sum8(v: [__m256i; 8]) -> [i32; 8] {
-    let t0 = _mm256_hadd_epi32(v[0], v[1]);
-    let t1 = _mm256_hadd_epi32(v[2], v[3]);
-    let t2 = _mm256_hadd_epi32(v[4], v[5]);
-    let t3 = _mm256_hadd_epi32(v[6], v[7]);
-    // u0 lane k (k < 4): v[k]'s low-half total; lane 4 + k: its high half.
-    let u0 = _mm256_hadd_epi32(t0, t1);
-    let u1 = _mm256_hadd_epi32(t2, t3);
-    let r = _mm256_add_epi32(
-        _mm256_permute2x128_si256(u0, u1, 0x20),
-        _mm256_permute2x128_si256(u0, u1, 0x31),
-    );
+fn to_array(v: __m256i) -> [i32; 8] {
     let mut out = [0i32; 8];
     // SAFETY: `out` is 32 writable bytes; the store is unaligned.
-    unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), r) };
+    unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), v) };
     out
 }
 
@@ -712,12 +701,13 @@ fn load32<T: Copy>(s: &[T], at: usize) -> __m256i {
     unsafe { _mm256_loadu_si256(s.as_ptr().add(at).cast()) }
 }
 
-/// The Q4_K sub-block sums `Σ q·y` of a 144-byte super-block `blk` with its
-/// 256 activations `yq` (the same integers as the portable
-/// `q4_5_k_sumq::<false>`): nibbles `0..=15` times activations in
-/// `-127..=127`, pairs at most `2·15·127`, never saturating `vpmaddubsw`.
+/// The Q4_K sub-block dots of a 144-byte super-block `blk` with its 256
+/// activations `yq`, one vector per sub-block whose lanes add up to the
+/// portable `q4_5_k_sumq::<false>`'s integer: nibbles `0..=15` times
+/// activations in `-127..=127`, pairs at most `2·15·127`, never saturating
+/// `vpmaddubsw`.
 #[target_feature(enable = "avx2")]
-fn q4_k_sumq_avx2(blk: &[u8], yq: &[i8]) -> [i32; 8] {
+fn q4_k_dots(blk: &[u8], yq: &[i8]) -> [__m256i; 8] {
     let m4 = _mm256_set1_epi8(15);
     let ones = _mm256_set1_epi16(1);
     let mut v = [_mm256_setzero_si256(); 8];
@@ -730,7 +720,94 @@ fn q4_k_sumq_avx2(blk: &[u8], yq: &[i8]) -> [i32; 8] {
         v[2 * c] = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0), ones);
         v[2 * c + 1] = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), ones);
     }
-    sum8(v)
+    v
+}
+
+/// Sum of each of eight `i32` vectors, as one vector (lane `j`: `v[j]`'s
+/// total): two `vphaddd` levels (lane `k < 4` of the second: `v[k]`'s
+/// low-half total, lane `4 + k` its high half's), then the halves added.
+#[target_feature(enable = "avx2")]
+fn sum8v(v: [__m256i; 8]) -> __m256i {
+    let t0 = _mm256_hadd_epi32(v[0], v[1]);
+    let t1 = _mm256_hadd_epi32(v[2], v[3]);
+    let t2 = _mm256_hadd_epi32(v[4], v[5]);
+    let t3 = _mm256_hadd_epi32(v[6], v[7]);
+    let u0 = _mm256_hadd_epi32(t0, t1);
+    let u1 = _mm256_hadd_epi32(t2, t3);
+    _mm256_add_epi32(
+        _mm256_permute2x128_si256(u0, u1, 0x20),
+        _mm256_permute2x128_si256(u0, u1, 0x31),
+    )
+}
+
+/// `Σ_j (a_j · m_j) << r_j` over the eight `i32` lanes, in `i64` (the
+/// caller's bounds keep every partial sum below 2^62): `vpmuldq` on the
+/// even and the odd lanes, `vpsllvq`, and the four `i64` lanes added.
+#[target_feature(enable = "avx2")]
+fn scaled_sum(a: __m256i, m: __m256i, r: __m256i) -> i64 {
+    let lo32 = _mm256_set1_epi64x(0xFFFF_FFFF);
+    let even = _mm256_sllv_epi64(_mm256_mul_epi32(a, m), _mm256_and_si256(r, lo32));
+    let odd = _mm256_sllv_epi64(
+        _mm256_mul_epi32(_mm256_srli_epi64(a, 32), _mm256_srli_epi64(m, 32)),
+        _mm256_srli_epi64(r, 32),
+    );
+    let s = _mm256_add_epi64(even, odd);
+    let s = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    _mm_cvtsi128_si64(s).wrapping_add(_mm_extract_epi64(s, 1))
+}
+
+/// Eight `i32` as a vector.
+#[target_feature(enable = "avx2")]
+fn v8(v: [i32; 8]) -> __m256i {
+    _mm256_setr_epi32(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7])
+}
+
+/// The Q4_K row kernel with the sub-block sums of [`q4_k_dots`] and, within
+/// [`kquant::LIM_Q4_K`], the `i64` sums `I` and `M` of [`super::kquant`]
+/// (`Σ_j ((sc_j·sumq_j)·am_j) << rel_j`, `Σ_j ((mn_j·bsum_j)·am_j) <<
+/// rel_j`: the same integers, `sc·sumq < 2^22` and `mn·bsum < 2^18` exact
+/// in `i32`) in vectors; beyond it, per sub-block in `i128` as there.
+#[target_feature(enable = "avx2")]
+fn q4_k_row_vec(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
+    let mut acc = ExactAcc {
+        sum: 0,
+        nonfinite: a.flags & FLAG_D_NONFINITE != 0,
+    };
+    let sbs = a.qs.chunks_exact(QK_K).zip(a.sc.chunks_exact(8));
+    for (blk, (yq, ys)) in row.chunks_exact(144).zip(sbs) {
+        let d = u16::from_le_bytes([blk[0], blk[1]]);
+        let dmin = u16::from_le_bytes([blk[2], blk[3]]);
+        acc.nonfinite |= f16_nonfinite(d) | f16_nonfinite(dmin);
+        let (dm, dsh) = f16_fixed(d);
+        let (nm, nsh) = f16_fixed(dmin);
+        let scales = &blk[4..16];
+        let sumq = sum8v(q4_k_dots(blk, yq));
+        let (base, spread) = kquant::act_base(ys);
+        let (mut sc, mut mn) = ([0i32; 8], [0i32; 8]);
+        for (j, (s, m)) in sc.iter_mut().zip(mn.iter_mut()).enumerate() {
+            (*s, *m) = kquant::scale_min(scales, j);
+        }
+        if spread <= kquant::LIM_Q4_K {
+            let (mut am, mut r, mut bs) = ([0i32; 8], [0i32; 8], [0i32; 8]);
+            for (j, s) in ys.iter().enumerate() {
+                am[j] = s.dm;
+                r[j] = kquant::rel(s, base) as i32;
+                bs[j] = s.bsum;
+            }
+            let (am, r) = (v8(am), v8(r));
+            let id = scaled_sum(_mm256_mullo_epi32(v8(sc), sumq), am, r);
+            let im = scaled_sum(_mm256_mullo_epi32(v8(mn), v8(bs)), am, r);
+            acc.sum += (id as i128 * dm as i128) << (dsh + base);
+            acc.sum -= (im as i128 * nm as i128) << (nsh + base);
+        } else {
+            let sq = to_array(sumq);
+            for (j, s) in ys.iter().enumerate() {
+                acc.add_shifted((sc[j] * sq[j]) as i64 * (dm * s.dm) as i64, dsh + s.dsh);
+                acc.add_shifted(-((mn[j] * s.bsum) as i64 * (nm * s.dm) as i64), nsh + s.dsh);
+            }
+        }
+    }
+    acc
 }
 
 /// The Q6_K scaled sub-block sums of a 210-byte super-block `blk` with its
@@ -772,7 +849,7 @@ fn q6_k_sumi_avx2(blk: &[u8], yq: &[i8]) -> [i32; 8] {
             v[j] = _mm256_madd_epi16(p, sc);
         }
     }
-    sum8(v)
+    to_array(sum8v(v))
 }
 
 /// Builds of the hand-written K-quant row kernels for a feature set.
@@ -780,7 +857,7 @@ macro_rules! kquant_build {
     ($q4:ident, $q6:ident, $features:literal) => {
         #[target_feature(enable = $features)]
         fn $q4(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
-            kquant::q4_5_k_row_with::<false>(row, a, |blk, yq| q4_k_sumq_avx2(blk, yq))
+            q4_k_row_vec(row, a)
         }
 
         #[target_feature(enable = $features)]
