@@ -41,10 +41,10 @@
 //! The bodies are portable Rust written for auto-vectorization; the
 //! crate's `multiversion!` compiles each for AVX2 and AVX-512 (same
 //! operations, same bits). On x86-64 with `std`, Q4_K and Q6_K use
-//! hand-written builds instead (`super::x86`): the same scaling code
-//! ([`q4_5_k_row_with`], [`q6_k_row_with`]) with the per-sub-block integer
-//! sums taken by AVX2 intrinsics (the auto-vectorized bodies spent most of
-//! their time in one horizontal reduction per sub-block). That expansion is this file's only `unsafe`
+//! hand-written builds instead (`super::x86`): the per-sub-block integer
+//! sums by AVX2 intrinsics (the auto-vectorized bodies spent most of their
+//! time in one horizontal reduction per sub-block), and `I` and `M` above
+//! in vectors — the same integers, then the same `i128` steps. That expansion is this file's only `unsafe`
 //! (reviewed in [`crate::simd`]), so the file cannot carry
 //! `forbid(unsafe_code)`; the crate's `deny(unsafe_code)` covers the rest.
 
@@ -156,10 +156,9 @@ fn q4_5_k_sumq<const Q5: bool>(blk: &[u8], yq: &[i8]) -> [i32; 8] {
 
 /// [`q4_5_k_row`] with the sub-block sums taken by `sumq` (given the whole
 /// super-block and its 256 activations; it must return
-/// [`q4_5_k_sumq`]'s integers): the hand-written SIMD kernels plug theirs
-/// in here, the exact scaling stays this one.
+/// [`q4_5_k_sumq`]'s integers).
 #[inline(always)]
-pub(super) fn q4_5_k_row_with<const Q5: bool>(
+fn q4_5_k_row_with<const Q5: bool>(
     row: &[u8],
     a: &ActRow<'_>,
     sumq: impl Fn(&[u8], &[i8]) -> [i32; 8],
@@ -239,11 +238,7 @@ fn q6_k_sumi(blk: &[u8], yq: &[i8]) -> [i32; 8] {
 /// whole super-block and its 256 activations; it must return
 /// [`q6_k_sumi`]'s integers).
 #[inline(always)]
-pub(super) fn q6_k_row_with(
-    row: &[u8],
-    a: &ActRow<'_>,
-    sumi: impl Fn(&[u8], &[i8]) -> [i32; 8],
-) -> ExactAcc {
+fn q6_k_row_with(row: &[u8], a: &ActRow<'_>, sumi: impl Fn(&[u8], &[i8]) -> [i32; 8]) -> ExactAcc {
     let mut acc = ExactAcc {
         sum: 0,
         nonfinite: a.flags & FLAG_D_NONFINITE != 0,

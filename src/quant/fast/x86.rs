@@ -7,8 +7,8 @@
 //! `unsafe`.
 //!
 //! Contract: they compute exactly the `i64` chunk sums of the portable
-//! kernels in [`super`] (the K-quant ones: the `i32` sub-block sums of
-//! [`super::kquant`]'s portable bodies, whose exact scaling they reuse) —
+//! kernels in [`super`] (the K-quant ones: the `i32` sub-block sums and
+//! the `i64` super-block sums of [`super::kquant`]'s portable bodies) —
 //! same integers, another instruction sequence — so
 //! results are the same bits; `tests/kernels_matmul.rs` checks that by
 //! proptest (every path, and that this one ran where the CPU has it).
@@ -668,8 +668,9 @@ fn to_i64x4(v: __m256i) -> [i64; 4] {
 /// Both builds are the same AVX2 intrinsics (the AVX-512 one compiled with
 /// the AVX-512 features too, as `multiversion!` does): the sub-block byte
 /// dots by `vpmaddubsw` / `vpmaddwd` into one `i32` vector per sub-block,
-/// the eight vectors summed together by a `vphaddd` tree, and the exact
-/// scaling of [`super::kquant`] unchanged.
+/// the eight vectors summed together by a `vphaddd` tree, then the
+/// super-block's `i64` sum of [`super::kquant`] in vectors ([`scaled_sum`])
+/// and its `i128` steps as there.
 pub(super) fn kquant_builds(ty: GgmlType) -> Option<[Option<kquant::RowFn>; 2]> {
     let level = crate::simd::level();
     let (wide, narrow): (kquant::RowFn, kquant::RowFn) = match ty {
@@ -817,7 +818,7 @@ fn q4_k_row_vec(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
 /// within `i16`), then `vpmaddwd` by the two 16-element halves' signed
 /// scales.
 #[target_feature(enable = "avx2")]
-fn q6_k_sumi_avx2(blk: &[u8], yq: &[i8]) -> [i32; 8] {
+fn q6_k_sumi_avx2(blk: &[u8], yq: &[i8]) -> __m256i {
     let m4 = _mm256_set1_epi8(15);
     let m2 = _mm256_set1_epi8(3);
     let c32 = _mm256_set1_epi8(32);
@@ -849,7 +850,42 @@ fn q6_k_sumi_avx2(blk: &[u8], yq: &[i8]) -> [i32; 8] {
             v[j] = _mm256_madd_epi16(p, sc);
         }
     }
-    to_array(sum8v(v))
+    sum8v(v)
+}
+
+/// The Q6_K row kernel with the sums of [`q6_k_sumi_avx2`] and, within
+/// [`kquant::LIM_Q6_K`], the `i64` sum `I = Σ_j (sumi_j·am_j) << rel_j` of
+/// [`super::kquant`] by [`scaled_sum`] (the same integer); beyond it, per
+/// sub-block in `i128` as there.
+#[target_feature(enable = "avx2")]
+fn q6_k_row_vec(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
+    let mut acc = ExactAcc {
+        sum: 0,
+        nonfinite: a.flags & FLAG_D_NONFINITE != 0,
+    };
+    let sbs = a.qs.chunks_exact(QK_K).zip(a.sc.chunks_exact(8));
+    for (blk, (yq, ys)) in row.chunks_exact(210).zip(sbs) {
+        let d = u16::from_le_bytes([blk[208], blk[209]]);
+        acc.nonfinite |= f16_nonfinite(d);
+        let (dm, dsh) = f16_fixed(d);
+        let sumi = q6_k_sumi_avx2(blk, yq);
+        let (base, spread) = kquant::act_base(ys);
+        if spread <= kquant::LIM_Q6_K {
+            let (mut am, mut r) = ([0i32; 8], [0i32; 8]);
+            for (j, s) in ys.iter().enumerate() {
+                am[j] = s.dm;
+                r[j] = kquant::rel(s, base) as i32;
+            }
+            let id = scaled_sum(sumi, v8(am), v8(r));
+            acc.sum += (id as i128 * dm as i128) << (dsh + base);
+        } else {
+            let sumi = to_array(sumi);
+            for (j, s) in ys.iter().enumerate() {
+                acc.add_shifted(sumi[j] as i64 * (dm * s.dm) as i64, dsh + s.dsh);
+            }
+        }
+    }
+    acc
 }
 
 /// Builds of the hand-written K-quant row kernels for a feature set.
@@ -862,7 +898,7 @@ macro_rules! kquant_build {
 
         #[target_feature(enable = $features)]
         fn $q6(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
-            kquant::q6_k_row_with(row, a, |blk, yq| q6_k_sumi_avx2(blk, yq))
+            q6_k_row_vec(row, a)
         }
     };
 }
