@@ -280,6 +280,13 @@ crate::simd::multiversion! {
     mod q6_k_builds = q6_k_row(row: &[u8], a: &ActRow<'_>) -> ExactAcc;
 }
 
+/// Weight rows of a [`TileFn`].
+pub(crate) const TILE: usize = 4;
+
+/// A row kernel over [`TILE`] weight rows against one input row (each
+/// cell the same integers as the row kernel's; the x86 Q4_K build).
+pub(crate) type TileFn = fn([&[u8]; TILE], &ActRow<'_>) -> [ExactAcc; TILE];
+
 /// A row kernel: [`q4_k_row`], [`q5_k_row`] or [`q6_k_row`], one of their builds.
 pub(crate) type RowFn = fn(&[u8], &ActRow<'_>) -> ExactAcc;
 

@@ -702,28 +702,6 @@ fn load32<T: Copy>(s: &[T], at: usize) -> __m256i {
     unsafe { _mm256_loadu_si256(s.as_ptr().add(at).cast()) }
 }
 
-/// The Q4_K sub-block dots of a 144-byte super-block `blk` with its 256
-/// activations `yq`, one vector per sub-block whose lanes add up to the
-/// portable `q4_5_k_sumq::<false>`'s integer: nibbles `0..=15` times
-/// activations in `-127..=127`, pairs at most `2·15·127`, never saturating
-/// `vpmaddubsw`.
-#[target_feature(enable = "avx2")]
-fn q4_k_dots(blk: &[u8], yq: &[i8]) -> [__m256i; 8] {
-    let m4 = _mm256_set1_epi8(15);
-    let ones = _mm256_set1_epi16(1);
-    let mut v = [_mm256_setzero_si256(); 8];
-    for c in 0..4 {
-        let q = load32(blk, 16 + 32 * c);
-        let lo = _mm256_and_si256(q, m4);
-        let hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-        let y0 = load32(yq, 64 * c);
-        let y1 = load32(yq, 64 * c + 32);
-        v[2 * c] = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y0), ones);
-        v[2 * c + 1] = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y1), ones);
-    }
-    v
-}
-
 /// Sum of each of eight `i32` vectors, as one vector (lane `j`: `v[j]`'s
 /// total): two `vphaddd` levels (lane `k < 4` of the second: `v[k]`'s
 /// low-half total, lane `4 + k` its high half's), then the halves added.
@@ -763,48 +741,77 @@ fn v8(v: [i32; 8]) -> __m256i {
     _mm256_setr_epi32(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7])
 }
 
-/// The Q4_K row kernel with the sub-block sums of [`q4_k_dots`] and, within
+/// The Q4_K row kernel: the sub-block sums by `vpmaddubsw` / `vpmaddwd`
+/// (nibbles `0..=15` times activations in `-127..=127`, pairs at most
+/// `2·15·127`, never saturating) summed by [`sum8v`], and, within
 /// [`kquant::LIM_Q4_K`], the `i64` sums `I` and `M` of [`super::kquant`]
 /// (`Σ_j ((sc_j·sumq_j)·am_j) << rel_j`, `Σ_j ((mn_j·bsum_j)·am_j) <<
 /// rel_j`: the same integers, `sc·sumq < 2^22` and `mn·bsum < 2^18` exact
 /// in `i32`) in vectors; beyond it, per sub-block in `i128` as there.
 #[target_feature(enable = "avx2")]
 fn q4_k_row_vec(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
-    let mut acc = ExactAcc {
+    let [acc] = q4_k_rows_vec([row], a);
+    acc
+}
+
+/// [`q4_k_row_vec`] for `N` weight rows at once against one input row (each
+/// cell the same integers): the input's per-super-block terms (shift base
+/// and spread, mantissas, `rel`, `bsum`) are gathered once for all rows.
+/// The caller checks the input row's lengths as for one.
+#[target_feature(enable = "avx2")]
+fn q4_k_rows_vec<const N: usize>(rows: [&[u8]; N], a: &ActRow<'_>) -> [ExactAcc; N] {
+    let mut acc = [(); N].map(|()| ExactAcc {
         sum: 0,
         nonfinite: a.flags & FLAG_D_NONFINITE != 0,
-    };
+    });
+    let m4 = _mm256_set1_epi8(15);
+    let ones = _mm256_set1_epi16(1);
     let sbs = a.qs.chunks_exact(QK_K).zip(a.sc.chunks_exact(8));
-    for (blk, (yq, ys)) in row.chunks_exact(144).zip(sbs) {
-        let d = u16::from_le_bytes([blk[0], blk[1]]);
-        let dmin = u16::from_le_bytes([blk[2], blk[3]]);
-        acc.nonfinite |= f16_nonfinite(d) | f16_nonfinite(dmin);
-        let (dm, dsh) = f16_fixed(d);
-        let (nm, nsh) = f16_fixed(dmin);
-        let scales = &blk[4..16];
-        let sumq = sum8v(q4_k_dots(blk, yq));
+    for (b, (yq, ys)) in sbs.enumerate() {
         let (base, spread) = kquant::act_base(ys);
-        let (mut sc, mut mn) = ([0i32; 8], [0i32; 8]);
-        for (j, (s, m)) in sc.iter_mut().zip(mn.iter_mut()).enumerate() {
-            (*s, *m) = kquant::scale_min(scales, j);
+        let (mut am, mut r, mut bs) = ([0i32; 8], [0i32; 8], [0i32; 8]);
+        for (j, s) in ys.iter().enumerate() {
+            am[j] = s.dm;
+            r[j] = kquant::rel(s, base) as i32;
+            bs[j] = s.bsum;
         }
-        if spread <= kquant::LIM_Q4_K {
-            let (mut am, mut r, mut bs) = ([0i32; 8], [0i32; 8], [0i32; 8]);
-            for (j, s) in ys.iter().enumerate() {
-                am[j] = s.dm;
-                r[j] = kquant::rel(s, base) as i32;
-                bs[j] = s.bsum;
+        let (am, r, bs) = (v8(am), v8(r), v8(bs));
+        let y: [__m256i; 8] = core::array::from_fn(|k| load32(yq, 32 * k));
+        for (acc, row) in acc.iter_mut().zip(rows) {
+            let Some(blk) = row.get(144 * b..144 * (b + 1)) else {
+                continue;
+            };
+            let d = u16::from_le_bytes([blk[0], blk[1]]);
+            let dmin = u16::from_le_bytes([blk[2], blk[3]]);
+            acc.nonfinite |= f16_nonfinite(d) | f16_nonfinite(dmin);
+            let (dm, dsh) = f16_fixed(d);
+            let (nm, nsh) = f16_fixed(dmin);
+            let scales = &blk[4..16];
+            let (mut sc, mut mn) = ([0i32; 8], [0i32; 8]);
+            for (j, (s, m)) in sc.iter_mut().zip(mn.iter_mut()).enumerate() {
+                (*s, *m) = kquant::scale_min(scales, j);
             }
-            let (am, r) = (v8(am), v8(r));
-            let id = scaled_sum(_mm256_mullo_epi32(v8(sc), sumq), am, r);
-            let im = scaled_sum(_mm256_mullo_epi32(v8(mn), v8(bs)), am, r);
-            acc.sum += (id as i128 * dm as i128) << (dsh + base);
-            acc.sum -= (im as i128 * nm as i128) << (nsh + base);
-        } else {
-            let sq = to_array(sumq);
-            for (j, s) in ys.iter().enumerate() {
-                acc.add_shifted((sc[j] * sq[j]) as i64 * (dm * s.dm) as i64, dsh + s.dsh);
-                acc.add_shifted(-((mn[j] * s.bsum) as i64 * (nm * s.dm) as i64), nsh + s.dsh);
+            // Sub-block 2c: low nibbles of bytes 32c.., 2c + 1: the high ones.
+            let mut v = [_mm256_setzero_si256(); 8];
+            for c in 0..4 {
+                let q = load32(blk, 16 + 32 * c);
+                let lo = _mm256_and_si256(q, m4);
+                let hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                v[2 * c] = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y[2 * c]), ones);
+                v[2 * c + 1] = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y[2 * c + 1]), ones);
+            }
+            let sumq = sum8v(v);
+            if spread <= kquant::LIM_Q4_K {
+                let id = scaled_sum(_mm256_mullo_epi32(v8(sc), sumq), am, r);
+                let im = scaled_sum(_mm256_mullo_epi32(v8(mn), bs), am, r);
+                acc.sum += (id as i128 * dm as i128) << (dsh + base);
+                acc.sum -= (im as i128 * nm as i128) << (nsh + base);
+            } else {
+                let sq = to_array(sumq);
+                for (j, s) in ys.iter().enumerate() {
+                    acc.add_shifted((sc[j] * sq[j]) as i64 * (dm * s.dm) as i64, dsh + s.dsh);
+                    acc.add_shifted(-((mn[j] * s.bsum) as i64 * (nm * s.dm) as i64), nsh + s.dsh);
+                }
             }
         }
     }
@@ -890,7 +897,7 @@ fn q6_k_row_vec(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
 
 /// Builds of the hand-written K-quant row kernels for a feature set.
 macro_rules! kquant_build {
-    ($q4:ident, $q6:ident, $features:literal) => {
+    ($q4:ident, $q6:ident, $q4t:ident, $features:literal) => {
         #[target_feature(enable = $features)]
         fn $q4(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
             q4_k_row_vec(row, a)
@@ -900,13 +907,19 @@ macro_rules! kquant_build {
         fn $q6(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
             q6_k_row_vec(row, a)
         }
+
+        #[target_feature(enable = $features)]
+        fn $q4t(rows: [&[u8]; kquant::TILE], a: &ActRow<'_>) -> [ExactAcc; kquant::TILE] {
+            q4_k_rows_vec(rows, a)
+        }
     };
 }
 
-kquant_build!(q4_k_avx2, q6_k_avx2, "avx2,bmi1,bmi2,lzcnt");
+kquant_build!(q4_k_avx2, q6_k_avx2, q4_k_tile_avx2, "avx2,bmi1,bmi2,lzcnt");
 kquant_build!(
     q4_k_avx512,
     q6_k_avx512,
+    q4_k_tile_avx512,
     "avx2,bmi1,bmi2,lzcnt,avx512f,avx512cd,avx512vl,avx512dq,avx512bw"
 );
 
@@ -934,4 +947,30 @@ fn q4_k_avx512_entry(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
 fn q6_k_avx512_entry(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
     // SAFETY: as in `q4_k_avx512_entry`.
     unsafe { q6_k_avx512(row, a) }
+}
+
+/// The tile build of the Q4_K row kernel for the build `kquant_builds`
+/// handed out at `level` ([`Level::Avx512`] or [`Level::Avx2`]), if this
+/// CPU runs it; `None` for other formats.
+pub(super) fn kquant_tile(ty: GgmlType, level: Level) -> Option<kquant::TileFn> {
+    let cpu = crate::simd::level();
+    match (ty, level) {
+        (GgmlType::Q4_K, Level::Avx512) if cpu >= Level::Avx512 => Some(q4_k_tile_avx512_entry),
+        (GgmlType::Q4_K, Level::Avx2) if cpu >= Level::Avx2 => Some(q4_k_tile_avx2_entry),
+        _ => None,
+    }
+}
+
+/// [`kquant::TileFn`] entry of [`q4_k_tile_avx2`].
+fn q4_k_tile_avx2_entry(rows: [&[u8]; kquant::TILE], a: &ActRow<'_>) -> [ExactAcc; kquant::TILE] {
+    // SAFETY: only handed out by `kquant_tile`, after `simd::level()`
+    // returned `Avx2` or wider: AVX2, BMI1, BMI2, LZCNT.
+    unsafe { q4_k_tile_avx2(rows, a) }
+}
+
+/// [`kquant::TileFn`] entry of [`q4_k_tile_avx512`].
+fn q4_k_tile_avx512_entry(rows: [&[u8]; kquant::TILE], a: &ActRow<'_>) -> [ExactAcc; kquant::TILE] {
+    // SAFETY: only handed out by `kquant_tile`, after `simd::level()`
+    // returned `Avx512` or wider: the AVX2 set and AVX-512 F, CD, VL, DQ, BW.
+    unsafe { q4_k_tile_avx512(rows, a) }
 }
