@@ -47,6 +47,8 @@ const FAST_FORMATS: &[(GgmlType, &[usize])] = &[
     (GgmlType::Q4_1, &[0, 2]),
     (GgmlType::Q5_0, &[0]),
     (GgmlType::Q8_0, &[0]),
+    (GgmlType::Q4_K, &[0, 2]),
+    (GgmlType::Q6_K, &[208]),
 ];
 
 /// The paths to check: the blocked kernel in portable Rust, the AVX2 build,

@@ -40,7 +40,11 @@
 //!
 //! The bodies are portable Rust written for auto-vectorization; the
 //! crate's `multiversion!` compiles each for AVX2 and AVX-512 (same
-//! operations, same bits). That expansion is this file's only `unsafe`
+//! operations, same bits). On x86-64 with `std`, Q4_K and Q6_K use
+//! hand-written builds instead (`super::x86`): the per-sub-block integer
+//! sums by AVX2 intrinsics (the auto-vectorized bodies spent most of their
+//! time in one horizontal reduction per sub-block), and `I` and `M` above
+//! in vectors — the same integers, then the same `i128` steps. That expansion is this file's only `unsafe`
 //! (reviewed in [`crate::simd`]), so the file cannot carry
 //! `forbid(unsafe_code)`; the crate's `deny(unsafe_code)` covers the rest.
 
@@ -62,7 +66,7 @@ const Q6_K_BYTES: usize = 210;
 /// Smallest shift of the non-zero activation scales of a super-block and
 /// the spread above it (`(0, 0)` if all are zero).
 #[inline(always)]
-fn act_base(ys: &[ActScale]) -> (u32, u32) {
+pub(super) fn act_base(ys: &[ActScale]) -> (u32, u32) {
     let (mut lo, mut hi) = (u32::MAX, 0u32);
     for s in ys {
         if s.dm != 0 {
@@ -80,14 +84,14 @@ fn act_base(ys: &[ActScale]) -> (u32, u32) {
 /// `rel_j` of an activation scale against `base` (0 where `dm == 0`, whose
 /// terms are zero).
 #[inline(always)]
-fn rel(s: &ActScale, base: u32) -> u32 {
+pub(super) fn rel(s: &ActScale, base: u32) -> u32 {
     if s.dm != 0 { s.dsh - base } else { 0 }
 }
 
 /// `(scale, min)` of sub-block `j` (0..8) from the 12 packed bytes
 /// (`get_scale_min_k4`).
 #[inline(always)]
-fn scale_min(s: &[u8], j: usize) -> (i32, i32) {
+pub(super) fn scale_min(s: &[u8], j: usize) -> (i32, i32) {
     if j < 4 {
         ((s[j] & 63) as i32, (s[j + 4] & 63) as i32)
     } else {
@@ -115,11 +119,51 @@ pub(crate) fn q5_k_row(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
 /// bytes, `qh` at 16, nibbles at 48).
 #[inline(always)]
 fn q4_5_k_row<const Q5: bool>(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
-    let (bytes, qs_at, lim) = if Q5 {
-        (176, 48, LIM_Q5_K)
-    } else {
-        (144, 16, LIM_Q4_K)
-    };
+    q4_5_k_row_with::<Q5>(row, a, q4_5_k_sumq::<Q5>)
+}
+
+/// The eight sub-block sums `Σ q·y` of one Q4_K (`Q5` false) or Q5_K
+/// super-block `blk` with its 256 activations `yq`, in portable Rust.
+#[inline(always)]
+fn q4_5_k_sumq<const Q5: bool>(blk: &[u8], yq: &[i8]) -> [i32; 8] {
+    let qs_at = if Q5 { 48 } else { 16 };
+    let mut sumq = [0i32; 8];
+    let qh = &blk[16..48];
+    for (c, (q, y)) in blk[qs_at..qs_at + 128]
+        .chunks_exact(32)
+        .zip(yq.chunks_exact(64))
+        .enumerate()
+    {
+        let (mut s0, mut s1) = (0i32, 0i32);
+        for l in 0..32 {
+            // Q5_K: bit 2c of qh[l] for the low nibbles, 2c + 1 for the high.
+            let (h0, h1) = if Q5 {
+                (
+                    ((qh[l] >> (2 * c)) & 1) << 4,
+                    ((qh[l] >> (2 * c + 1)) & 1) << 4,
+                )
+            } else {
+                (0, 0)
+            };
+            s0 += ((q[l] & 15) | h0) as i32 * y[l] as i32;
+            s1 += ((q[l] >> 4) | h1) as i32 * y[l + 32] as i32;
+        }
+        sumq[2 * c] = s0;
+        sumq[2 * c + 1] = s1;
+    }
+    sumq
+}
+
+/// [`q4_5_k_row`] with the sub-block sums taken by `sumq` (given the whole
+/// super-block and its 256 activations; it must return
+/// [`q4_5_k_sumq`]'s integers).
+#[inline(always)]
+fn q4_5_k_row_with<const Q5: bool>(
+    row: &[u8],
+    a: &ActRow<'_>,
+    sumq: impl Fn(&[u8], &[i8]) -> [i32; 8],
+) -> ExactAcc {
+    let (bytes, lim) = if Q5 { (176, LIM_Q5_K) } else { (144, LIM_Q4_K) };
     let mut acc = ExactAcc {
         sum: 0,
         nonfinite: a.flags & FLAG_D_NONFINITE != 0,
@@ -132,30 +176,7 @@ fn q4_5_k_row<const Q5: bool>(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
         let (dm, dsh) = f16_fixed(d);
         let (nm, nsh) = f16_fixed(dmin);
         let scales = &blk[4..16];
-        let mut sumq = [0i32; 8];
-        let qh = &blk[16..48];
-        for (c, (q, y)) in blk[qs_at..qs_at + 128]
-            .chunks_exact(32)
-            .zip(yq.chunks_exact(64))
-            .enumerate()
-        {
-            let (mut s0, mut s1) = (0i32, 0i32);
-            for l in 0..32 {
-                // Q5_K: bit 2c of qh[l] for the low nibbles, 2c + 1 for the high.
-                let (h0, h1) = if Q5 {
-                    (
-                        ((qh[l] >> (2 * c)) & 1) << 4,
-                        ((qh[l] >> (2 * c + 1)) & 1) << 4,
-                    )
-                } else {
-                    (0, 0)
-                };
-                s0 += ((q[l] & 15) | h0) as i32 * y[l] as i32;
-                s1 += ((q[l] >> 4) | h1) as i32 * y[l + 32] as i32;
-            }
-            sumq[2 * c] = s0;
-            sumq[2 * c + 1] = s1;
-        }
+        let sumq = sumq(blk, yq);
         let (base, spread) = act_base(ys);
         if spread <= lim {
             let (mut id, mut im) = (0i64, 0i64);
@@ -181,6 +202,43 @@ fn q4_5_k_row<const Q5: bool>(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
 /// [`q4_k_row`] for Q6_K.
 #[inline(always)]
 pub(crate) fn q6_k_row(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
+    q6_k_row_with(row, a, q6_k_sumi)
+}
+
+/// The eight scaled sub-block sums `sc_2j·Σ q·y + sc_2j+1·Σ q·y` (over the
+/// two 16-element halves of sub-block `j`, `q` in `-32..=31`) of one Q6_K
+/// super-block `blk` with its 256 activations `yq`, in portable Rust.
+#[inline(always)]
+fn q6_k_sumi(blk: &[u8], yq: &[i8]) -> [i32; 8] {
+    let (ql, qh, scales) = (&blk[0..128], &blk[128..192], &blk[192..208]);
+    // Sub-block j = 4h + k: low bits from ql[64h + 32(k % 2) ..] (low
+    // nibbles for k < 2), high bits 2k..2k+2 of qh[32h ..].
+    let mut sumi = [0i32; 8];
+    for h in 0..2 {
+        let qh = &qh[32 * h..32 * h + 32];
+        for k in 0..4 {
+            let ql = &ql[64 * h + 32 * (k % 2)..64 * h + 32 * (k % 2) + 32];
+            let y = &yq[128 * h + 32 * k..128 * h + 32 * k + 32];
+            let (nib, hs) = (4 * (k / 2) as u32, 2 * k as u32);
+            let (mut s0, mut s1) = (0i32, 0i32);
+            for l in 0..16 {
+                let q0 = (((ql[l] >> nib) & 15) | (((qh[l] >> hs) & 3) << 4)) as i32 - 32;
+                let q1 = (((ql[l + 16] >> nib) & 15) | (((qh[l + 16] >> hs) & 3) << 4)) as i32 - 32;
+                s0 += q0 * y[l] as i32;
+                s1 += q1 * y[l + 16] as i32;
+            }
+            let j = 4 * h + k;
+            sumi[j] = scales[2 * j] as i8 as i32 * s0 + scales[2 * j + 1] as i8 as i32 * s1;
+        }
+    }
+    sumi
+}
+
+/// [`q6_k_row`] with the scaled sub-block sums taken by `sumi` (given the
+/// whole super-block and its 256 activations; it must return
+/// [`q6_k_sumi`]'s integers).
+#[inline(always)]
+fn q6_k_row_with(row: &[u8], a: &ActRow<'_>, sumi: impl Fn(&[u8], &[i8]) -> [i32; 8]) -> ExactAcc {
     let mut acc = ExactAcc {
         sum: 0,
         nonfinite: a.flags & FLAG_D_NONFINITE != 0,
@@ -190,28 +248,7 @@ pub(crate) fn q6_k_row(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
         let d = u16::from_le_bytes([blk[208], blk[209]]);
         acc.nonfinite |= f16_nonfinite(d);
         let (dm, dsh) = f16_fixed(d);
-        let (ql, qh, scales) = (&blk[0..128], &blk[128..192], &blk[192..208]);
-        // Sub-block j = 4h + k: low bits from ql[64h + 32(k % 2) ..] (low
-        // nibbles for k < 2), high bits 2k..2k+2 of qh[32h ..].
-        let mut sumi = [0i32; 8];
-        for h in 0..2 {
-            let qh = &qh[32 * h..32 * h + 32];
-            for k in 0..4 {
-                let ql = &ql[64 * h + 32 * (k % 2)..64 * h + 32 * (k % 2) + 32];
-                let y = &yq[128 * h + 32 * k..128 * h + 32 * k + 32];
-                let (nib, hs) = (4 * (k / 2) as u32, 2 * k as u32);
-                let (mut s0, mut s1) = (0i32, 0i32);
-                for l in 0..16 {
-                    let q0 = (((ql[l] >> nib) & 15) | (((qh[l] >> hs) & 3) << 4)) as i32 - 32;
-                    let q1 =
-                        (((ql[l + 16] >> nib) & 15) | (((qh[l + 16] >> hs) & 3) << 4)) as i32 - 32;
-                    s0 += q0 * y[l] as i32;
-                    s1 += q1 * y[l + 16] as i32;
-                }
-                let j = 4 * h + k;
-                sumi[j] = scales[2 * j] as i8 as i32 * s0 + scales[2 * j + 1] as i8 as i32 * s1;
-            }
-        }
+        let sumi = sumi(blk, yq);
         let (base, spread) = act_base(ys);
         if spread <= LIM_Q6_K {
             let mut id = 0i64;
@@ -243,6 +280,13 @@ crate::simd::multiversion! {
     mod q6_k_builds = q6_k_row(row: &[u8], a: &ActRow<'_>) -> ExactAcc;
 }
 
+/// Weight rows of a [`TileFn`].
+pub(crate) const TILE: usize = 4;
+
+/// A row kernel over [`TILE`] weight rows against one input row (each
+/// cell the same integers as the row kernel's; the x86 Q4_K build).
+pub(crate) type TileFn = fn([&[u8]; TILE], &ActRow<'_>) -> [ExactAcc; TILE];
+
 /// A row kernel: [`q4_k_row`], [`q5_k_row`] or [`q6_k_row`], one of their builds.
 pub(crate) type RowFn = fn(&[u8], &ActRow<'_>) -> ExactAcc;
 
@@ -250,9 +294,20 @@ pub(crate) type RowFn = fn(&[u8], &ActRow<'_>) -> ExactAcc;
 /// the row kernel for `ty`, if it has one.
 pub(crate) fn row_kernels(ty: GgmlType) -> Option<(RowFn, [Option<RowFn>; 2])> {
     match ty {
-        GgmlType::Q4_K => Some((q4_k_row, q4_k_builds::builds())),
+        GgmlType::Q4_K => Some((q4_k_row, hand_or(ty, q4_k_builds::builds()))),
         GgmlType::Q5_K => Some((q5_k_row, q5_k_builds::builds())),
-        GgmlType::Q6_K => Some((q6_k_row, q6_k_builds::builds())),
+        GgmlType::Q6_K => Some((q6_k_row, hand_or(ty, q6_k_builds::builds()))),
         _ => None,
     }
+}
+
+/// The hand-written builds of `ty`'s row kernel (x86-64 with `std`: Q4_K
+/// and Q6_K, in [`super::x86`]) where this CPU runs them, else `builds`.
+fn hand_or(ty: GgmlType, builds: [Option<RowFn>; 2]) -> [Option<RowFn>; 2] {
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    if let Some(hand) = super::x86::kquant_builds(ty) {
+        return hand;
+    }
+    let _ = ty;
+    builds
 }

@@ -13,7 +13,7 @@
 //! | weights | [`KernelPath::Reference`] | `Portable` | `Auto` | `Avx2` |
 //! |---|---|---|---|---|
 //! | Q4_1, Q5_0, Q8_0 | `dot_row` | blocked, portable | blocked, widest fused build (VNNI, AVX2) or portable | blocked, AVX2 fused build or portable |
-//! | Q4_K, Q5_K, Q6_K | `dot_row` | [`kquant`] row kernel, portable body | row kernel, widest build (AVX-512, AVX2) or portable | row kernel, AVX2 build or portable |
+//! | Q4_K, Q5_K, Q6_K | `dot_row` | [`kquant`] row kernel, portable body | row kernel, widest build (AVX-512, AVX2; Q4_K and Q6_K: hand-written in `x86`, Q4_K with several input rows four weight rows at a time) or portable | row kernel, AVX2 build (Q4_K likewise tiled) or portable |
 //! | any other | `dot_row` | `dot_row` | `dot_row` | `dot_row` |
 //!
 //! [`rows_kernel_with`] reports which of them ran ([`RowsRun`]);
@@ -551,13 +551,52 @@ fn kquant_rows(
         _ => (body, Level::Portable),
     };
     let nb = w.n_in / QK;
-    for (i, cells) in out.chunks_mut(m).enumerate() {
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    let tile = x86::kquant_tile(w.ty, build);
+    #[cfg(not(all(feature = "std", target_arch = "x86_64")))]
+    let tile: Option<kquant::TileFn> = None;
+    let fits = |a: &ActRow<'_>| a.qs.len() == w.n_in && a.sc.len() == nb;
+    // Whole tiles of weight rows through the tile kernel where there is one
+    // (every row of the tile present, the input row well-formed), the rest
+    // per cell.
+    let n_rows = out.len() / m;
+    let mut done = 0;
+    // One input row (decode) measured faster per row kernel.
+    if let Some(t) = tile.filter(|_| m > 1) {
+        while done + kquant::TILE <= n_rows {
+            let rows: [_; kquant::TILE] = core::array::from_fn(|k| w.row(r0 + done + k));
+            let [Ok(w0), Ok(w1), Ok(w2), Ok(w3)] = rows else {
+                break;
+            };
+            for j in 0..m {
+                let a = match x.row(j) {
+                    Ok(a) if fits(&a) => a,
+                    // A malformed input row: `dot_row` per cell, as below.
+                    _ => {
+                        for k in 0..kquant::TILE {
+                            out[(done + k) * m + j] = match (w.row(r0 + done + k), x.row(j)) {
+                                (Ok(data), Ok(a)) => {
+                                    dot_row(w.ty, data, &a, w.n_in).unwrap_or(F32::NAN)
+                                }
+                                _ => F32::NAN,
+                            };
+                        }
+                        continue;
+                    }
+                };
+                let accs = t([w0, w1, w2, w3], &a);
+                for (k, acc) in accs.into_iter().enumerate() {
+                    out[(done + k) * m + j] = acc.finish();
+                }
+            }
+            done += kquant::TILE;
+        }
+    }
+    for (i, cells) in out.chunks_mut(m).enumerate().skip(done) {
         let row = w.row(r0 + i);
         for (j, c) in cells.iter_mut().enumerate() {
             *c = match (row, x.row(j)) {
-                (Ok(data), Ok(a)) if a.qs.len() == w.n_in && a.sc.len() == nb => {
-                    f(data, &a).finish()
-                }
+                (Ok(data), Ok(a)) if fits(&a) => f(data, &a).finish(),
                 (Ok(data), Ok(a)) => dot_row(w.ty, data, &a, w.n_in).unwrap_or(F32::NAN),
                 _ => F32::NAN,
             };
