@@ -3,7 +3,7 @@
 //! [`crate::quant::dot::dot_row`] summed in fewer, wider steps, so the
 //! rounded result is the same bits.
 //!
-//! Contract: for every input, [`q4_k_row`] / [`q5_k_row`] / [`q6_k_row`] return the
+//! Contract: for every input, `q4_k_row` / `q5_k_row` / `q6_k_row` return the
 //! [`ExactAcc`] whose [`ExactAcc::finish`] is `dot_row`'s result (same sum,
 //! same non-finite flag). Verified by proptest in `tests/kernels_matmul.rs`
 //! (every [`super::KernelPath`], random and wild scales) and
