@@ -9,7 +9,7 @@
 //! AVX-512 ([`crate::simd`]), the same code.
 
 use crate::F32;
-use crate::float::{add_try, mul_try};
+use crate::float::{add_same_sign_try, add_try, mul_try};
 
 /// `x[i] = x[i] + y[i]` over the common length.
 pub fn add_assign(x: &mut [F32], y: &[F32]) {
@@ -94,6 +94,26 @@ pub(crate) fn map_try(x: &mut [F32], fast: impl Fn(F32) -> (F32, bool), op: impl
                 *a = op(*a);
             }
         }
+    }
+}
+
+/// `x = x / (1 + exp(t(x)))` over at most [`BLOCK`] elements, stage by
+/// stage: every `exp(t(x))`, then every `1 + e` ([`map_try`]; `e ≥ 0`, so
+/// the same-sign fast path answers whenever `e` is normal), then every
+/// quotient. Each element gets exactly the operations of the scalar
+/// `x / (1 + exp(t(x)))` in that order, so the same bits; the stages let
+/// independent operations overlap and the additions vectorize. SiLU is
+/// `t(x) = -x`, GELU-tanh `t(x) = -2u(x)` ([`crate::math::gelu`]).
+#[inline(always)]
+pub(crate) fn sigmoid_gate_block(x: &mut [F32], t: impl Fn(F32) -> F32) {
+    let mut den = [F32::ZERO; BLOCK];
+    let den = &mut den[..x.len().min(BLOCK)];
+    for (d, &v) in den.iter_mut().zip(x.iter()) {
+        *d = t(v).exp();
+    }
+    map_try(den, |e| add_same_sign_try(F32::ONE, e), |e| F32::ONE + e);
+    for (v, &d) in x.iter_mut().zip(den.iter()) {
+        *v = *v / d;
     }
 }
 

@@ -8,8 +8,7 @@
 //! with `std` it runs compiled for AVX2 or AVX-512 ([`crate::simd`]).
 
 use super::check_len;
-use super::elementwise::{BLOCK, map_try, mul_assign_body};
-use crate::float::add_same_sign_try;
+use super::elementwise::{BLOCK, mul_assign_body, sigmoid_gate_block};
 use crate::{F32, Result};
 
 /// SwiGLU in place over `gate`.
@@ -28,25 +27,9 @@ crate::simd::multiversion! {
 #[inline(always)]
 pub(crate) fn swiglu_body(gate: &mut [F32], up: &[F32]) {
     for g in gate.chunks_mut(BLOCK) {
-        silu_block(g);
+        sigmoid_gate_block(g, |v| -v);
     }
     mul_assign_body(gate, up);
-}
-
-/// `x = silu(x)` over at most [`BLOCK`] elements: every `exp(-x)`, then
-/// every `1 + e` ([`map_try`]; `e ≥ 0`, so the same-sign fast path answers
-/// whenever `e` is normal), then every quotient.
-#[inline(always)]
-fn silu_block(x: &mut [F32]) {
-    let mut den = [F32::ZERO; BLOCK];
-    let den = &mut den[..x.len().min(BLOCK)];
-    for (d, &v) in den.iter_mut().zip(x.iter()) {
-        *d = (-v).exp();
-    }
-    map_try(den, |e| add_same_sign_try(F32::ONE, e), |e| F32::ONE + e);
-    for (v, &d) in x.iter_mut().zip(den.iter()) {
-        *v = *v / d;
-    }
 }
 
 #[cfg(test)]
@@ -60,43 +43,11 @@ mod tests {
     /// values where `1 + exp(-x)` is exactly 1 or overflows).
     #[test]
     fn builds_equal_elementwise() {
-        type Fn2 = fn(&mut [F32], &[F32]);
-        let simd = swiglu_builds::builds();
-        let mut next = crate::testutil::lcg(0x5DEE_CE66_D1CE_4E5Bu64);
-        const N: usize = 200;
-        for round in 0..400 {
-            let n = round % (N + 1);
-            let kind = round % 3;
-            let g: [F32; N] = core::array::from_fn(|_| {
-                let r = next();
-                F32::from_bits(match (kind, r % 53) {
-                    (0, _) => r,
-                    (1, 0) => 0,
-                    (1, 1) => r & 0x807F_FFFF,
-                    (1, 2) => 0x7F80_0000 | (r & 0x8000_0000),
-                    (1, 3) => 0x7FC0_0000,
-                    (1, 4) => (r & 0x8000_0000) | 0x42C8_0000, // ±100
-                    _ => (r & 0x8000_0000) | (0x3A00_0000 + r % 0x0900_0000),
-                })
-            });
-            let u: [F32; N] = core::array::from_fn(|_| {
-                let r = next();
-                F32::from_bits((r & 0x8000_0000) | (0x3A00_0000 + r % 0x0900_0000))
-            });
-            let want: [F32; N] =
-                core::array::from_fn(|i| if i < n { silu(g[i]) * u[i] } else { g[i] });
-            let mut builds: [Option<Fn2>; 3] = [Some(swiglu_body), None, None];
-            for (slot, f) in builds[1..].iter_mut().zip(simd) {
-                *slot = f;
-            }
-            for f in builds.into_iter().flatten() {
-                let mut got = g;
-                f(&mut got[..n], &u[..n]);
-                assert!(
-                    got.map(F32::to_bits) == want.map(F32::to_bits),
-                    "round {round}"
-                );
-            }
-        }
+        crate::testutil::check_gated_builds(
+            swiglu_body,
+            swiglu_builds::builds(),
+            silu,
+            0x5DEE_CE66_D1CE_4E5Bu64,
+        );
     }
 }
