@@ -97,8 +97,8 @@ pub fn dot_row(ty: GgmlType, data: &[u8], y: &ActRow<'_>, n: usize) -> Result<F3
         GgmlType::Q5_0 => dot_q5_0(blocks(data)?, y, d_bad),
         GgmlType::Q5_1 => dot_q5_1(blocks(data)?, y, d_bad | s_bad),
         GgmlType::Q8_0 => dot_q8_0(blocks(data)?, y, d_bad),
-        GgmlType::Q4_K => dot_q4_k(blocks(data)?, y, d_bad),
-        GgmlType::Q5_K => dot_q5_k(blocks(data)?, y, d_bad),
+        GgmlType::Q4_K => dot_scale_min_k::<BlockQ4_K>(blocks(data)?, y, d_bad),
+        GgmlType::Q5_K => dot_scale_min_k::<BlockQ5_K>(blocks(data)?, y, d_bad),
         GgmlType::Q6_K => dot_q6_k(blocks(data)?, y, d_bad),
         GgmlType::F32 | GgmlType::BF16 | GgmlType::F16 | GgmlType::Q8_1 => {
             return Err(Error::UnsupportedType {
@@ -189,35 +189,35 @@ fn dot_q8_0(bs: &[BlockQ8_0], y: &ActRow<'_>, nonfinite: bool) -> ExactAcc {
     acc
 }
 
-/// [`dot_q4_0`] for Q4_K (per 32-sub-block `j`: the scale term and the
-/// `dmin` term).
-#[inline(always)]
-fn dot_q4_k(bs: &[BlockQ4_K], y: &ActRow<'_>, nonfinite: bool) -> ExactAcc {
-    let mut acc = ExactAcc { sum: 0, nonfinite };
-    let sbs = y.qs.chunks_exact(256).zip(y.sc.chunks_exact(8));
-    for (b, (yq, ys)) in bs.iter().zip(sbs) {
-        let (dm, dsh) = f16_fixed(b.d());
-        let (nm, nsh) = f16_fixed(b.dmin());
-        acc.nonfinite |= f16_nonfinite(b.d()) | f16_nonfinite(b.dmin());
-        for (j, s) in ys.iter().enumerate() {
-            let (sc, mn) = b.scale_min(j);
-            let mut sumq = 0i32;
-            for l in 0..32 {
-                sumq += b.q(32 * j + l) as i32 * yq[32 * j + l] as i32;
-            }
-            acc.add_shifted((sc as i32 * sumq) as i64 * (dm * s.dm) as i64, dsh + s.dsh);
-            acc.add_shifted(
-                -((mn as i32 * s.bsum) as i64 * (nm * s.dm) as i64),
-                nsh + s.dsh,
-            );
-        }
-    }
-    acc
+/// A super-block of 8 sub-blocks of 32 with a 6-bit scale and min each,
+/// `y = d·sc·q − dmin·mn` (Q4_K, Q5_K: they differ only in the quant's bits).
+trait ScaleMinSuperBlock {
+    fn d(&self) -> u16;
+    fn dmin(&self) -> u16;
+    fn scale_min(&self, j: usize) -> (u8, u8);
+    fn q(&self, i: usize) -> u8;
 }
 
-/// [`dot_q4_k`] for Q5_K.
+macro_rules! scale_min_super_block {
+    ($($ty:ty),*) => {$(
+        impl ScaleMinSuperBlock for $ty {
+            #[inline(always)]
+            fn d(&self) -> u16 { <$ty>::d(self) }
+            #[inline(always)]
+            fn dmin(&self) -> u16 { <$ty>::dmin(self) }
+            #[inline(always)]
+            fn scale_min(&self, j: usize) -> (u8, u8) { <$ty>::scale_min(self, j) }
+            #[inline(always)]
+            fn q(&self, i: usize) -> u8 { <$ty>::q(self, i) }
+        }
+    )*};
+}
+scale_min_super_block!(BlockQ4_K, BlockQ5_K);
+
+/// [`dot_q4_0`] for Q4_K and Q5_K (per 32-sub-block `j`: the scale term and
+/// the `dmin` term).
 #[inline(always)]
-fn dot_q5_k(bs: &[BlockQ5_K], y: &ActRow<'_>, nonfinite: bool) -> ExactAcc {
+fn dot_scale_min_k<B: ScaleMinSuperBlock>(bs: &[B], y: &ActRow<'_>, nonfinite: bool) -> ExactAcc {
     let mut acc = ExactAcc { sum: 0, nonfinite };
     let sbs = y.qs.chunks_exact(256).zip(y.sc.chunks_exact(8));
     for (b, (yq, ys)) in bs.iter().zip(sbs) {
