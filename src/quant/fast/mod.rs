@@ -228,6 +228,42 @@ fn chunk_q4_1(
     (ad, am)
 }
 
+/// The portable chunk kernel of a format with one scale per block (Q8_0,
+/// Q5_0): per row and block, the block's integer sum `sumi(block bytes,
+/// activations)` times both scales, shifted into the row's sum.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn chunk_one_scale(
+    rows: &[&[u8]; ROW_GROUP],
+    b0: usize,
+    nb: usize,
+    w: &WeightChunkScales,
+    qs: &[i8],
+    sc: &[ActScale],
+    block_bytes: usize,
+    sumi: impl Fn(&[u8], &[i8]) -> i32,
+) -> ([i64; ROW_GROUP], [i64; ROW_GROUP]) {
+    let mut ad = [0i64; ROW_GROUP];
+    for (r, row) in rows.iter().enumerate() {
+        let blocks = row.chunks_exact(block_bytes).skip(b0).take(nb);
+        for (b, ((blk, y), s)) in blocks.zip(qs.chunks_exact(QK)).zip(sc).enumerate() {
+            let t = sumi(blk, y) as i64 * (w.d_mant[b][r] * s.dm) as i64;
+            ad[r] += t << (w.d_rel[b][r] + s.drel);
+        }
+    }
+    (ad, [0; ROW_GROUP])
+}
+
+/// `Σ q·y` of one Q8_0 block (`blk`: its 34 bytes).
+#[inline(always)]
+fn q8_0_sumi(blk: &[u8], y: &[i8]) -> i32 {
+    let mut q = [0i8; 32];
+    for (o, &v) in q.iter_mut().zip(&blk[2..34]) {
+        *o = v as i8;
+    }
+    i8_dot(&q, y)
+}
+
 /// Portable Q8_0 chunk kernel.
 fn chunk_q8_0(
     rows: &[&[u8]; ROW_GROUP],
@@ -237,19 +273,7 @@ fn chunk_q8_0(
     qs: &[i8],
     sc: &[ActScale],
 ) -> ([i64; ROW_GROUP], [i64; ROW_GROUP]) {
-    let mut ad = [0i64; ROW_GROUP];
-    for (r, row) in rows.iter().enumerate() {
-        let blocks = row.chunks_exact(34).skip(b0).take(nb);
-        for (b, ((blk, y), s)) in blocks.zip(qs.chunks_exact(QK)).zip(sc).enumerate() {
-            let mut q = [0i8; 32];
-            for (o, &v) in q.iter_mut().zip(&blk[2..34]) {
-                *o = v as i8;
-            }
-            let t = i8_dot(&q, y) as i64 * (w.d_mant[b][r] * s.dm) as i64;
-            ad[r] += t << (w.d_rel[b][r] + s.drel);
-        }
-    }
-    (ad, [0; ROW_GROUP])
+    chunk_one_scale(rows, b0, nb, w, qs, sc, 34, q8_0_sumi)
 }
 
 /// `Σ (q-16)·y` of one Q5_0 block (`blk`: its 22 bytes).
@@ -273,15 +297,7 @@ fn chunk_q5_0(
     qs: &[i8],
     sc: &[ActScale],
 ) -> ([i64; ROW_GROUP], [i64; ROW_GROUP]) {
-    let mut ad = [0i64; ROW_GROUP];
-    for (r, row) in rows.iter().enumerate() {
-        let blocks = row.chunks_exact(22).skip(b0).take(nb);
-        for (b, ((blk, y), s)) in blocks.zip(qs.chunks_exact(QK)).zip(sc).enumerate() {
-            let t = q5_0_sumi(blk, y) as i64 * (w.d_mant[b][r] * s.dm) as i64;
-            ad[r] += t << (w.d_rel[b][r] + s.drel);
-        }
-    }
-    (ad, [0; ROW_GROUP])
+    chunk_one_scale(rows, b0, nb, w, qs, sc, 22, q5_0_sumi)
 }
 
 /// One chunk of one cell summed exactly in the cell's `i128` (the fallback
