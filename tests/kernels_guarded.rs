@@ -32,6 +32,7 @@
 
 mod support;
 
+use detllm::quant::fast::kquant::TILE;
 use detllm::quant::fast::{KernelPath, ROW_GROUP, RowsRun, rows_kernel_with};
 use detllm::quant::{ActKind, GgmlType, QActs, QMatrix};
 use detllm::simd::{Level, level};
@@ -152,10 +153,21 @@ fn weights(rng: &mut Rng, ty: GgmlType, scales: &[usize], n_in: usize, n_out: us
     w
 }
 
-/// What `path` must report for `rows` rows, all in whole groups, on this CPU.
-fn check_ran(ty: GgmlType, path: KernelPath, rows: usize, ran: RowsRun) {
+/// What `path` must report for `rows` rows, all in whole groups, against `m`
+/// input rows on this CPU (Q4_K and Q6_K on a SIMD path with several input
+/// rows: whole tiles through the tile kernel).
+fn check_ran(ty: GgmlType, path: KernelPath, rows: usize, m: usize, ran: RowsRun) {
     assert_eq!(ran.blocked_rows, rows, "{ty:?} {path:?}: blocked rows");
     let cpu = level();
+    let tiled = matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K)
+        && path != KernelPath::Portable
+        && cpu >= Level::Avx2
+        && m > 1;
+    let want_tiled = if tiled { rows / TILE * TILE } else { 0 };
+    assert_eq!(
+        ran.tiled_rows, want_tiled,
+        "{ty:?} {path:?}: tiled rows (M {m})"
+    );
     match path {
         KernelPath::Portable => assert_eq!(ran.build, Level::Portable, "{ty:?} {path:?}"),
         KernelPath::Avx2 if cpu >= Level::Avx2 => {
@@ -179,7 +191,7 @@ fn run_paths(w: &QMatrix, r0: usize, x: &[F32], m: usize, arena_buf: &mut [u8], 
     for &path in paths() {
         let mut out = vec![F32::ZERO; rows * m];
         let ran = rows_kernel_with(w, r0, &a, &mut out, path);
-        check_ran(w.ty, path, rows, ran);
+        check_ran(w.ty, path, rows, m, ran);
         let got: Vec<u32> = out.iter().map(|v| v.to_bits()).collect();
         assert_eq!(got, want, "{:?} {path:?} (rows {r0}.., M {m})", w.ty);
     }

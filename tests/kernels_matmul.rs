@@ -13,11 +13,14 @@
 //! | Q4_0, Q5_1, F16, F32, BF16 | `dot_row` | `dot_row` | `dot_row` | `dot_row` |
 //!
 //! "Blocked" covers whole groups of [`ROW_GROUP`] rows; the rows past the
-//! last whole group always go through `dot_row`. For the formats without a
+//! last whole group always go through `dot_row`. Q4_K and Q6_K on a SIMD
+//! build with several input rows run whole tiles of [`TILE`] weight rows
+//! through the x86 tile kernel (asserted too: `RowsRun::tiled_rows`). For the formats without a
 //! blocked kernel the four paths are the same code, so their comparison
 //! here only checks `dot_row` against the batched `matmul`.
 mod support;
 
+use detllm::quant::fast::kquant::TILE;
 use detllm::quant::fast::{KernelPath, ROW_GROUP, RowsRun, rows_kernel_with};
 use detllm::quant::{ActKind, GgmlType, QActs, QMatrix};
 use detllm::simd::{Level, level};
@@ -118,9 +121,9 @@ fn run(par: &impl detllm::Parallel, w: &QMatrix, x: &[F32], m: usize) -> Vec<u32
     out.iter().map(|v| v.to_bits()).collect()
 }
 
-/// What `path` must run on `n_rows` rows of `ty` on this CPU (the table in
-/// the module docs).
-fn expected_run(ty: GgmlType, path: KernelPath, n_rows: usize) -> RowsRun {
+/// What `path` must run on `n_rows` rows of `ty` against `m` input rows on
+/// this CPU (the table in the module docs).
+fn expected_run(ty: GgmlType, path: KernelPath, n_rows: usize, m: usize) -> RowsRun {
     let has_blocked = matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q8_0);
     let kquant = matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K);
     let blocked_rows = match path {
@@ -136,9 +139,16 @@ fn expected_run(ty: GgmlType, path: KernelPath, n_rows: usize) -> RowsRun {
         (KernelPath::Auto | KernelPath::Avx2, l) if l >= Level::Avx2 => Level::Avx2,
         _ => Level::Portable,
     };
+    // Q4_K and Q6_K on a SIMD build with several input rows: whole tiles of
+    // weight rows through the tile kernel.
+    let tiled = matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K)
+        && build >= Level::Avx2
+        && blocked_rows > 0
+        && m > 1;
     RowsRun {
         blocked_rows,
         build,
+        tiled_rows: if tiled { n_rows / TILE * TILE } else { 0 },
     }
 }
 
@@ -163,7 +173,7 @@ fn paths(w: &QMatrix, x: &[F32], m: usize, split: usize) -> [Vec<u32>; 4] {
             rows_kernel_with(w, 0, &a, lo, p),
             rows_kernel_with(w, split, &a, hi, p),
         ];
-        let want = [split, w.n_out - split].map(|n| expected_run(w.ty, p, n));
+        let want = [split, w.n_out - split].map(|n| expected_run(w.ty, p, n, m));
         assert_eq!(ran, want, "{:?} {p:?}: what ran", w.ty);
         out.iter().map(|v| v.to_bits()).collect()
     })
@@ -351,7 +361,9 @@ fn kquant_extreme_blocks_agree() {
     for ty in [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K] {
         for kb in [1usize, 3] {
             let n_in = 256 * kb;
-            let n_out = 6;
+            // Two row ranges of five: a whole tile of weight rows and one
+            // more in each (the tile kernel's and the row kernel's cells).
+            let n_out = 10;
             let rb = ty.row_bytes(n_in).unwrap();
             let mut wb = vec![0u8; rb * n_out];
             for (r, row) in wb.chunks_mut(rb).enumerate() {

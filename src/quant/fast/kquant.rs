@@ -281,10 +281,10 @@ crate::simd::multiversion! {
 }
 
 /// Weight rows of a [`TileFn`].
-pub(crate) const TILE: usize = 4;
+pub const TILE: usize = 4;
 
 /// A row kernel over [`TILE`] weight rows against one input row (each
-/// cell the same integers as the row kernel's; the x86 Q4_K build).
+/// cell the same integers as the row kernel's; the x86 Q4_K and Q6_K builds).
 pub(crate) type TileFn = fn([&[u8]; TILE], &ActRow<'_>) -> [ExactAcc; TILE];
 
 /// A row kernel: [`q4_k_row`], [`q5_k_row`] or [`q6_k_row`], one of their builds.

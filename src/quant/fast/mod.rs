@@ -13,10 +13,11 @@
 //! | weights | [`KernelPath::Reference`] | `Portable` | `Auto` | `Avx2` |
 //! |---|---|---|---|---|
 //! | Q4_1, Q5_0, Q8_0 | `dot_row` | blocked, portable | blocked, widest fused build (VNNI, AVX2) or portable | blocked, AVX2 fused build or portable |
-//! | Q4_K, Q5_K, Q6_K | `dot_row` | [`kquant`] row kernel, portable body | row kernel, widest build (AVX-512, AVX2; Q4_K and Q6_K: hand-written in `x86`, Q4_K with several input rows four weight rows at a time) or portable | row kernel, AVX2 build (Q4_K likewise tiled) or portable |
+//! | Q4_K, Q5_K, Q6_K | `dot_row` | [`kquant`] row kernel, portable body | row kernel, widest build (AVX-512, AVX2; Q4_K and Q6_K: hand-written in `x86`, Q4_K and Q6_K with several input rows four weight rows at a time) or portable | row kernel, AVX2 build (Q4_K and Q6_K likewise tiled) or portable |
 //! | any other | `dot_row` | `dot_row` | `dot_row` | `dot_row` |
 //!
-//! [`rows_kernel_with`] reports which of them ran ([`RowsRun`]);
+//! [`rows_kernel_with`] reports which of them ran ([`RowsRun`], with the rows
+//! the tile kernels did);
 //! `tests/kernels_matmul.rs` asserts it and that all give the same bits.
 //!
 //! ## The blocked kernel: exact, but in `i64`
@@ -105,6 +106,10 @@ pub struct RowsRun {
     /// [`Level::Avx512`] for the row kernels' `multiversion!` builds
     /// (`Portable` too when no row was done by a fast kernel).
     pub build: Level,
+    /// Of `blocked_rows`, the Q4_K / Q6_K weight rows done by the x86 tile
+    /// kernel, [`kquant::TILE`] at a time (several input rows, every input
+    /// row well-formed; 0 elsewhere).
+    pub tiled_rows: usize,
 }
 
 /// Decoded weight scales of one chunk of a row group, `[block][row]`: each
@@ -517,16 +522,16 @@ pub fn rows_kernel_with(
     path: KernelPath,
 ) -> RowsRun {
     let m = x.rows().max(1);
-    let (blocked_rows, build) = if path == KernelPath::Reference {
-        (0, Level::Portable)
+    let (blocked_rows, build, tiled_rows) = if path == KernelPath::Reference {
+        (0, Level::Portable, 0)
     } else if let Some(kernels) = kquant::row_kernels(w.ty) {
         kquant_rows(w, r0, x, out, path, kernels)
     } else if let Some((f, level)) = simd_rows(w.ty, path) {
-        (f(w, r0, x, out), level)
+        (f(w, r0, x, out), level, 0)
     } else if let Some(k) = split_kernel(w.ty) {
-        (blocked_rows(w, r0, x, out, k), Level::Portable)
+        (blocked_rows(w, r0, x, out, k), Level::Portable, 0)
     } else {
-        (0, Level::Portable)
+        (0, Level::Portable, 0)
     };
     for (i, cells) in out.chunks_mut(m).enumerate().skip(blocked_rows) {
         let row = w.row(r0 + i);
@@ -545,13 +550,16 @@ pub fn rows_kernel_with(
     RowsRun {
         blocked_rows,
         build,
+        tiled_rows,
     }
 }
 
 /// Every row of a Q4_K / Q5_K / Q6_K matrix through `path`'s build of its
 /// [`kquant`] row kernel (`body` and its `[AVX-512, AVX2]` builds; cells
 /// whose rows do not have the expected lengths through [`dot_row`], which
-/// reports them); returns `(rows done, build)`.
+/// reports them); returns `(rows done, build, rows done by the tile kernel)`
+/// (an input row that is not well-formed sends its tile's cells through
+/// `dot_row` and counts the tile as not tiled).
 fn kquant_rows(
     w: &QMatrix<'_>,
     r0: usize,
@@ -559,7 +567,7 @@ fn kquant_rows(
     out: &mut [F32],
     path: KernelPath,
     (body, [avx512, avx2]): (kquant::RowFn, [Option<kquant::RowFn>; 2]),
-) -> (usize, Level) {
+) -> (usize, Level, usize) {
     let m = x.rows().max(1);
     let (f, build) = match (path, avx512, avx2) {
         (KernelPath::Auto, Some(f), _) => (f, Level::Avx512),
@@ -577,6 +585,7 @@ fn kquant_rows(
     // per cell.
     let n_rows = out.len() / m;
     let mut done = 0;
+    let mut tiled = 0;
     // One input row (decode) measured faster per row kernel.
     if let Some(t) = tile.filter(|_| m > 1) {
         while done + kquant::TILE <= n_rows {
@@ -584,11 +593,13 @@ fn kquant_rows(
             let [Ok(w0), Ok(w1), Ok(w2), Ok(w3)] = rows else {
                 break;
             };
+            let mut all_fit = true;
             for j in 0..m {
                 let a = match x.row(j) {
                     Ok(a) if fits(&a) => a,
                     // A malformed input row: `dot_row` per cell, as below.
                     _ => {
+                        all_fit = false;
                         for k in 0..kquant::TILE {
                             out[(done + k) * m + j] = match (w.row(r0 + done + k), x.row(j)) {
                                 (Ok(data), Ok(a)) => {
@@ -606,6 +617,9 @@ fn kquant_rows(
                 }
             }
             done += kquant::TILE;
+            if all_fit {
+                tiled += kquant::TILE;
+            }
         }
     }
     for (i, cells) in out.chunks_mut(m).enumerate().skip(done) {
@@ -618,7 +632,7 @@ fn kquant_rows(
             };
         }
     }
-    (out.len() / m, build)
+    (out.len() / m, build, tiled)
 }
 
 /// What the blocked kernel needs to know of a weight format.

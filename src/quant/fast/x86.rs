@@ -895,9 +895,125 @@ fn q6_k_row_vec(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
     acc
 }
 
+/// The two halves' sums of each 32-sub-block of a Q6_K super-block, as two
+/// vectors laid out as [`sum8v`]'s second `vphaddd` level: `(u0, u1)`, lane
+/// `k < 4` of `u0` the first 16 elements' sum of sub-block `k`, lane `4 + k`
+/// its last 16's; `u1` likewise for sub-blocks `4..8`. `v[j]`: sub-block
+/// `j`'s `i32` partial sums, the first half in the low 128 bits.
+#[target_feature(enable = "avx2")]
+fn half_sums(v: [__m256i; 8]) -> (__m256i, __m256i) {
+    let t0 = _mm256_hadd_epi32(v[0], v[1]);
+    let t1 = _mm256_hadd_epi32(v[2], v[3]);
+    let t2 = _mm256_hadd_epi32(v[4], v[5]);
+    let t3 = _mm256_hadd_epi32(v[6], v[7]);
+    (_mm256_hadd_epi32(t0, t1), _mm256_hadd_epi32(t2, t3))
+}
+
+/// [`q6_k_row_vec`] for `N` weight rows at once against one input row (each
+/// cell the same integers as the portable `q6_k_sumi` and `q6_k_row`).
+///
+/// Per super-block the input's terms are taken once for all rows: the
+/// activation vectors, the shift base and spread, mantissas and `rel`, and
+/// `32·Σ y` over each 16-element half. Per weight row, the 6-bit values
+/// `q + 32` (in `0..=63`) times the activations by `vpmaddubsw` (pairs at
+/// most `2·63·127`, never saturating) and `vpmaddwd` by ones, reduced to
+/// the sixteen half sums by [`half_sums`] (each `≤ 16·63·127 < 2^17`);
+/// minus the input's `32·Σ y` that gives `Σ q·y` per half (`|·| ≤
+/// 16·32·127 < 2^16`), times the half's signed scale (`< 2^23`), and the
+/// two halves added: `sumi_j`, as `q6_k_sumi`. Within
+/// [`kquant::LIM_Q6_K`], `I = Σ_j (sumi_j·am_j) << rel_j` by [`scaled_sum`];
+/// beyond it, per sub-block in `i128`, as [`super::kquant`] does.
+/// The caller checks the input row's lengths as for one.
+#[target_feature(enable = "avx2")]
+fn q6_k_rows_vec<const N: usize>(rows: [&[u8]; N], a: &ActRow<'_>) -> [ExactAcc; N] {
+    let mut acc = [(); N].map(|()| ExactAcc {
+        sum: 0,
+        nonfinite: a.flags & FLAG_D_NONFINITE != 0,
+    });
+    let m4 = _mm256_set1_epi8(15);
+    let c32 = _mm256_set1_epi8(32);
+    let ones = _mm256_set1_epi16(1);
+    // Scale bytes 0..16 reordered as [0, 2, 4, 6, 1, 3, 5, 7, 8, 10, ...]:
+    // the half sums' order in `half_sums`.
+    let order = _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15);
+    // The high two bits of sub-block `k` of a 128-element half: bits
+    // `2k..2k + 2` of `qh`, moved to bits 4..6.
+    let mh = [3i8, 12, 48, -64].map(|m| _mm256_set1_epi8(m));
+    let sbs = a.qs.chunks_exact(QK_K).zip(a.sc.chunks_exact(8));
+    for (b, (yq, ys)) in sbs.enumerate() {
+        let (base, spread) = kquant::act_base(ys);
+        let (mut am, mut r) = ([0i32; 8], [0i32; 8]);
+        for (j, s) in ys.iter().enumerate() {
+            am[j] = s.dm;
+            r[j] = kquant::rel(s, base) as i32;
+        }
+        let (am, r) = (v8(am), v8(r));
+        let y: [__m256i; 8] = core::array::from_fn(|k| load32(yq, 32 * k));
+        let (o0, o1) = half_sums(y.map(|y| _mm256_madd_epi16(_mm256_maddubs_epi16(c32, y), ones)));
+        for (acc, row) in acc.iter_mut().zip(rows) {
+            let Some(blk) = row.get(210 * b..210 * (b + 1)) else {
+                continue;
+            };
+            let d = u16::from_le_bytes([blk[208], blk[209]]);
+            acc.nonfinite |= f16_nonfinite(d);
+            let (dm, dsh) = f16_fixed(d);
+            // Sub-block j = 4h + k: low bits from the 32 bytes of `ql` at
+            // 64h + 32(k % 2) (low nibbles for k < 2), high bits 2k..2k+2 of
+            // `qh`'s 32 bytes at 128 + 32h.
+            let mut v = [_mm256_setzero_si256(); 8];
+            for h in 0..2 {
+                let qh = load32(blk, 128 + 32 * h);
+                let ql = [load32(blk, 64 * h), load32(blk, 64 * h + 32)];
+                for k in 0..4 {
+                    let low = if k < 2 {
+                        _mm256_and_si256(ql[k], m4)
+                    } else {
+                        _mm256_and_si256(_mm256_srli_epi16(ql[k - 2], 4), m4)
+                    };
+                    let high = _mm256_and_si256(qh, mh[k]);
+                    let high = match k {
+                        0 => _mm256_slli_epi16(high, 4),
+                        1 => _mm256_slli_epi16(high, 2),
+                        2 => high,
+                        _ => _mm256_srli_epi16(high, 2),
+                    };
+                    let q = _mm256_or_si256(low, high);
+                    let j = 4 * h + k;
+                    v[j] = _mm256_madd_epi16(_mm256_maddubs_epi16(q, y[j]), ones);
+                }
+            }
+            let (u0, u1) = half_sums(v);
+            let sb: [u8; 16] = core::array::from_fn(|i| blk[192 + i]);
+            let scales = _mm_set_epi64x(
+                i64::from_le_bytes(core::array::from_fn(|i| sb[8 + i])),
+                i64::from_le_bytes(core::array::from_fn(|i| sb[i])),
+            );
+            let sc = _mm_shuffle_epi8(scales, order);
+            let s0 = _mm256_cvtepi8_epi32(sc);
+            let s1 = _mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8));
+            let p0 = _mm256_mullo_epi32(_mm256_sub_epi32(u0, o0), s0);
+            let p1 = _mm256_mullo_epi32(_mm256_sub_epi32(u1, o1), s1);
+            let sumi = _mm256_add_epi32(
+                _mm256_permute2x128_si256(p0, p1, 0x20),
+                _mm256_permute2x128_si256(p0, p1, 0x31),
+            );
+            if spread <= kquant::LIM_Q6_K {
+                let id = scaled_sum(sumi, am, r);
+                acc.sum += (id as i128 * dm as i128) << (dsh + base);
+            } else {
+                let sumi = to_array(sumi);
+                for (j, s) in ys.iter().enumerate() {
+                    acc.add_shifted(sumi[j] as i64 * (dm * s.dm) as i64, dsh + s.dsh);
+                }
+            }
+        }
+    }
+    acc
+}
+
 /// Builds of the hand-written K-quant row kernels for a feature set.
 macro_rules! kquant_build {
-    ($q4:ident, $q6:ident, $q4t:ident, $features:literal) => {
+    ($q4:ident, $q6:ident, $q4t:ident, $q6t:ident, $features:literal) => {
         #[target_feature(enable = $features)]
         fn $q4(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
             q4_k_row_vec(row, a)
@@ -912,14 +1028,26 @@ macro_rules! kquant_build {
         fn $q4t(rows: [&[u8]; kquant::TILE], a: &ActRow<'_>) -> [ExactAcc; kquant::TILE] {
             q4_k_rows_vec(rows, a)
         }
+
+        #[target_feature(enable = $features)]
+        fn $q6t(rows: [&[u8]; kquant::TILE], a: &ActRow<'_>) -> [ExactAcc; kquant::TILE] {
+            q6_k_rows_vec(rows, a)
+        }
     };
 }
 
-kquant_build!(q4_k_avx2, q6_k_avx2, q4_k_tile_avx2, "avx2,bmi1,bmi2,lzcnt");
+kquant_build!(
+    q4_k_avx2,
+    q6_k_avx2,
+    q4_k_tile_avx2,
+    q6_k_tile_avx2,
+    "avx2,bmi1,bmi2,lzcnt"
+);
 kquant_build!(
     q4_k_avx512,
     q6_k_avx512,
     q4_k_tile_avx512,
+    q6_k_tile_avx512,
     "avx2,bmi1,bmi2,lzcnt,avx512f,avx512cd,avx512vl,avx512dq,avx512bw"
 );
 
@@ -949,7 +1077,7 @@ fn q6_k_avx512_entry(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
     unsafe { q6_k_avx512(row, a) }
 }
 
-/// The tile build of the Q4_K row kernel for the build `kquant_builds`
+/// The tile build of the Q4_K or Q6_K row kernel for the build `kquant_builds`
 /// handed out at `level` ([`Level::Avx512`] or [`Level::Avx2`]), if this
 /// CPU runs it; `None` for other formats.
 pub(super) fn kquant_tile(ty: GgmlType, level: Level) -> Option<kquant::TileFn> {
@@ -957,6 +1085,8 @@ pub(super) fn kquant_tile(ty: GgmlType, level: Level) -> Option<kquant::TileFn> 
     match (ty, level) {
         (GgmlType::Q4_K, Level::Avx512) if cpu >= Level::Avx512 => Some(q4_k_tile_avx512_entry),
         (GgmlType::Q4_K, Level::Avx2) if cpu >= Level::Avx2 => Some(q4_k_tile_avx2_entry),
+        (GgmlType::Q6_K, Level::Avx512) if cpu >= Level::Avx512 => Some(q6_k_tile_avx512_entry),
+        (GgmlType::Q6_K, Level::Avx2) if cpu >= Level::Avx2 => Some(q6_k_tile_avx2_entry),
         _ => None,
     }
 }
@@ -973,4 +1103,16 @@ fn q4_k_tile_avx512_entry(rows: [&[u8]; kquant::TILE], a: &ActRow<'_>) -> [Exact
     // SAFETY: only handed out by `kquant_tile`, after `simd::level()`
     // returned `Avx512` or wider: the AVX2 set and AVX-512 F, CD, VL, DQ, BW.
     unsafe { q4_k_tile_avx512(rows, a) }
+}
+
+/// [`kquant::TileFn`] entry of [`q6_k_tile_avx2`].
+fn q6_k_tile_avx2_entry(rows: [&[u8]; kquant::TILE], a: &ActRow<'_>) -> [ExactAcc; kquant::TILE] {
+    // SAFETY: as in `q4_k_tile_avx2_entry`.
+    unsafe { q6_k_tile_avx2(rows, a) }
+}
+
+/// [`kquant::TileFn`] entry of [`q6_k_tile_avx512`].
+fn q6_k_tile_avx512_entry(rows: [&[u8]; kquant::TILE], a: &ActRow<'_>) -> [ExactAcc; kquant::TILE] {
+    // SAFETY: as in `q4_k_tile_avx512_entry`.
+    unsafe { q6_k_tile_avx512(rows, a) }
 }
