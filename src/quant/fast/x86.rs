@@ -735,6 +735,20 @@ fn scaled_sum(a: __m256i, m: __m256i, r: __m256i) -> i64 {
     _mm_cvtsi128_si64(s).wrapping_add(_mm_extract_epi64(s, 1))
 }
 
+/// [`scaled_sum`] with `m` and `r` split once for several `a`: `m` and
+/// `m_odd` (its odd lanes moved down, as by `vpshufd`), `r_even` and `r_odd`
+/// (the shifts in the low half of each `i64` lane). The odd lanes of `a` are
+/// moved down by `vpshufd`, not by a 64-bit shift (which the compiler lowers
+/// to a full 64-bit multiply there). The same integer.
+#[target_feature(enable = "avx2")]
+fn scaled_sum_split(a: __m256i, m: [__m256i; 2], r: [__m256i; 2]) -> i64 {
+    let even = _mm256_sllv_epi64(_mm256_mul_epi32(a, m[0]), r[0]);
+    let odd = _mm256_sllv_epi64(_mm256_mul_epi32(_mm256_shuffle_epi32(a, 0xF5), m[1]), r[1]);
+    let s = _mm256_add_epi64(even, odd);
+    let s = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    _mm_cvtsi128_si64(s).wrapping_add(_mm_extract_epi64(s, 1))
+}
+
 /// Eight `i32` as a vector.
 #[target_feature(enable = "avx2")]
 fn v8(v: [i32; 8]) -> __m256i {
@@ -921,7 +935,8 @@ fn half_sums(v: [__m256i; 8]) -> (__m256i, __m256i) {
 /// minus the input's `32·Σ y` that gives `Σ q·y` per half (`|·| ≤
 /// 16·32·127 < 2^16`), times the half's signed scale (`< 2^23`), and the
 /// two halves added: `sumi_j`, as `q6_k_sumi`. Within
-/// [`kquant::LIM_Q6_K`], `I = Σ_j (sumi_j·am_j) << rel_j` by [`scaled_sum`];
+/// [`kquant::LIM_Q6_K`], `I = Σ_j (sumi_j·am_j) << rel_j` by
+/// [`scaled_sum_split`];
 /// beyond it, per sub-block in `i128`, as [`super::kquant`] does.
 /// The caller checks the input row's lengths as for one.
 #[target_feature(enable = "avx2")]
@@ -948,6 +963,11 @@ fn q6_k_rows_vec<const N: usize>(rows: [&[u8]; N], a: &ActRow<'_>) -> [ExactAcc;
             r[j] = kquant::rel(s, base) as i32;
         }
         let (am, r) = (v8(am), v8(r));
+        let am = [am, _mm256_shuffle_epi32(am, 0xF5)];
+        let r = [
+            _mm256_and_si256(r, _mm256_set1_epi64x(0xFFFF_FFFF)),
+            _mm256_srli_epi64(r, 32),
+        ];
         let y: [__m256i; 8] = core::array::from_fn(|k| load32(yq, 32 * k));
         let (o0, o1) = half_sums(y.map(|y| _mm256_madd_epi16(_mm256_maddubs_epi16(c32, y), ones)));
         for (acc, row) in acc.iter_mut().zip(rows) {
@@ -998,7 +1018,7 @@ fn q6_k_rows_vec<const N: usize>(rows: [&[u8]; N], a: &ActRow<'_>) -> [ExactAcc;
                 _mm256_permute2x128_si256(p0, p1, 0x31),
             );
             if spread <= kquant::LIM_Q6_K {
-                let id = scaled_sum(sumi, am, r);
+                let id = scaled_sum_split(sumi, am, r);
                 acc.sum += (id as i128 * dm as i128) << (dsh + base);
             } else {
                 let sumi = to_array(sumi);
