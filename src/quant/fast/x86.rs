@@ -790,6 +790,11 @@ fn q4_k_rows_vec<const N: usize>(rows: [&[u8]; N], a: &ActRow<'_>) -> [ExactAcc;
             bs[j] = s.bsum;
         }
         let (am, r, bs) = (v8(am), v8(r), v8(bs));
+        let am = [am, _mm256_shuffle_epi32(am, 0xF5)];
+        let r = [
+            _mm256_and_si256(r, _mm256_set1_epi64x(0xFFFF_FFFF)),
+            _mm256_srli_epi64(r, 32),
+        ];
         let y: [__m256i; 8] = core::array::from_fn(|k| load32(yq, 32 * k));
         for (acc, row) in acc.iter_mut().zip(rows) {
             let Some(blk) = row.get(144 * b..144 * (b + 1)) else {
@@ -816,8 +821,8 @@ fn q4_k_rows_vec<const N: usize>(rows: [&[u8]; N], a: &ActRow<'_>) -> [ExactAcc;
             }
             let sumq = sum8v(v);
             if spread <= kquant::LIM_Q4_K {
-                let id = scaled_sum(_mm256_mullo_epi32(v8(sc), sumq), am, r);
-                let im = scaled_sum(_mm256_mullo_epi32(v8(mn), bs), am, r);
+                let id = scaled_sum_split(_mm256_mullo_epi32(v8(sc), sumq), am, r);
+                let im = scaled_sum_split(_mm256_mullo_epi32(v8(mn), bs), am, r);
                 acc.sum += (id as i128 * dm as i128) << (dsh + base);
                 acc.sum -= (im as i128 * nm as i128) << (nsh + base);
             } else {
