@@ -280,7 +280,8 @@ crate::simd::multiversion! {
     mod q6_k_builds = q6_k_row(row: &[u8], a: &ActRow<'_>) -> ExactAcc;
 }
 
-/// Weight rows of a [`TileFn`].
+/// Weight rows of a tile kernel: the x86 Q4_K and Q6_K builds take this many
+/// weight rows against one input row (`RowsRun::tiled_rows` counts them).
 pub const TILE: usize = 4;
 
 /// A row kernel over [`TILE`] weight rows against one input row (each

@@ -1,5 +1,6 @@
 //! The fused Q4_1 / Q5_0 / Q8_0 chunk kernels of the blocked matmul, and the
-//! sub-block sums of the Q4_K / Q6_K row kernels ([`kquant_builds`]),
+//! sub-block sums of the Q4_K / Q6_K row kernels ([`kquant_builds`]; with
+//! several input rows, four weight rows at a time: [`kquant_tile`]),
 //! hand-written in AVX2 and AVX-512 VNNI intrinsics (x86-64, feature `std`;
 //! the builds chosen by [`crate::simd::level`]), as ggml keeps
 //! `arch/x86/quants.c` beside its portable `quants.c`. With `crate::pool` and the expansion of
