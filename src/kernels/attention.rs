@@ -105,24 +105,30 @@ pub fn attention<K: KvRead + ?Sized>(
         }
     }
     let group = n_head / n_kv_head;
-    // F16 caches: the heads that share a KV head are done together, so each
-    // cached row is decoded once per group (needs `group · n_ctx` scores).
-    if f16 == Some(true) && group <= MAX_GROUP && scores.len() >= group * n_ctx {
+    // F16 caches: the heads that share a KV head are done together, at most
+    // `MAX_GROUP` at a time, so each cached row is decoded once per
+    // sub-group (needs `min(group, MAX_GROUP) · n_ctx` scores). Each head's
+    // sums are exact, so how its group is split changes no bit.
+    let sub = group.min(MAX_GROUP);
+    if f16 == Some(true) && scores.len() >= sub * n_ctx {
         for (g, (qg, og)) in q
             .chunks_exact(group * head_dim)
             .zip(out.chunks_exact_mut(group * head_dim))
             .enumerate()
         {
-            group_f16(
-                qg,
-                kv,
-                g * head_dim,
-                n_ctx,
-                (group, head_dim),
-                scale,
-                &mut scores[..group * n_ctx],
-                og,
-            )?;
+            for (qs, os) in qg.chunks(sub * head_dim).zip(og.chunks_mut(sub * head_dim)) {
+                let heads = qs.len() / head_dim;
+                group_f16(
+                    qs,
+                    kv,
+                    g * head_dim,
+                    n_ctx,
+                    (heads, head_dim),
+                    scale,
+                    &mut scores[..heads * n_ctx],
+                    os,
+                )?;
+            }
         }
         return Ok(());
     }
