@@ -7,6 +7,10 @@
 //! * `no_top_k/*`: the same without top-k (every candidate ordered either
 //!   way: an integer-key sort against a comparator sort).
 //!
+//! * `logprobs/*`: [`detllm::sched::logprobs`] of one sampled token with the
+//!   top 5 (what the server computes per token when a request asks for
+//!   logprobs), at temperature 1 and 0.8.
+//!
 //! The row is pseudo-random logits shaped like a model's (most mass in a
 //! bell around 0, a few dozen tokens well above it). Both variants run in
 //! the same process; read the result as the ratio of their times.
@@ -15,6 +19,7 @@
 
 use criterion::{BenchmarkId, Criterion, black_box, criterion_group, criterion_main};
 use detllm::sample::{Sampler, SamplingParams, SplitMix64};
+use detllm::sched::{TopLogprob, logprobs};
 use detllm::{Arena, F32};
 use std::time::Duration;
 
@@ -73,6 +78,22 @@ fn bench(c: &mut Criterion) {
             });
             g.finish();
         }
+        let mut g = c.benchmark_group("logprobs");
+        g.measurement_time(Duration::from_secs(3)).sample_size(20);
+        let mut work = vec![F32::ZERO; n];
+        let mut top = [TopLogprob::default(); 5];
+        for (name, temperature) in [("t1", F32::ONE), ("t0.8", F32::from_bits(0x3F4C_CCCD))] {
+            let params = SamplingParams {
+                temperature,
+                ..SamplingParams::LLAMA_DEFAULTS
+            };
+            g.bench_function(BenchmarkId::new(name, n), |b| {
+                b.iter(|| {
+                    logprobs(black_box(&logits), &params, &[], 7, &mut work, &mut top).unwrap()
+                })
+            });
+        }
+        g.finish();
     }
 }
 

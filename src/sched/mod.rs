@@ -127,7 +127,7 @@
 //! [`Error::QueueFull`]: crate::Error::QueueFull
 //! [`Arena`]: crate::Arena
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 mod cache;
 mod event;
