@@ -98,6 +98,8 @@ struct Workload {
     max_slots: usize,
     budget: usize,
     threads: usize,
+    /// Sampling lanes (`SchedConfig::sample_lanes`).
+    lanes: usize,
     clear_at: Vec<usize>,
     reqs: Vec<ReqSpec>,
 }
@@ -169,6 +171,7 @@ fn arb_workload() -> impl Strategy<Value = Workload> {
         3usize..=12,
         1usize..=16,
         prop::sample::select(vec![1usize, 1, 2]),
+        1usize..=3,
         prop::collection::vec(0usize..30, 0..=2),
         prop::collection::vec(any::<u32>(), 0..=14),
     )
@@ -183,6 +186,7 @@ fn arb_workload() -> impl Strategy<Value = Workload> {
                 slots,
                 budget,
                 th,
+                lanes,
                 clear,
                 base,
             )| {
@@ -196,6 +200,7 @@ fn arb_workload() -> impl Strategy<Value = Workload> {
                     max_slots: slots,
                     budget,
                     threads: th,
+                    lanes,
                     clear_at: clear.clone(),
                     reqs,
                 })
@@ -402,6 +407,7 @@ fn check(w: &Workload, cov: &mut Coverage) -> Result<(), TestCaseError> {
         max_slots: w.max_slots,
         max_cached: w.max_cached,
         token_budget: w.budget,
+        sample_lanes: w.lanes,
     };
     let got = with_engine!(w.model, lim, |eng, arena, _v| {
         let mut sched = Scheduler::new(eng, cfg, &mut arena).expect("scheduler");
@@ -651,6 +657,7 @@ fn bad_requests_are_typed_errors_and_change_nothing() {
         max_slots: 3,
         max_cached: 1,
         token_budget: 8,
+        sample_lanes: 1,
     };
     with_engine!(0, small_limits(), |eng, arena, vocab| {
         let mut sched = Scheduler::new(eng, cfg, &mut arena).expect("scheduler");
@@ -760,6 +767,7 @@ fn bad_configs_are_typed_errors() {
         max_slots: 3,
         max_cached: 1,
         token_budget: 8,
+        sample_lanes: 1,
     };
     let bad = [
         (
@@ -789,6 +797,20 @@ fn bad_configs_are_typed_errors() {
                 ..good
             },
             "token_budget",
+        ),
+        (
+            SchedConfig {
+                sample_lanes: 0,
+                ..good
+            },
+            "sample_lanes",
+        ),
+        (
+            SchedConfig {
+                sample_lanes: detllm::sched::MAX_SAMPLE_LANES + 1,
+                ..good
+            },
+            "sample_lanes",
         ),
     ];
     for (cfg, name) in bad {

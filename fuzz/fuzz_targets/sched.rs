@@ -147,6 +147,7 @@ fuzz_target!(|data: &[u8]| {
         max_slots,
         max_cached,
         token_budget: budget,
+        sample_lanes: 1,
     };
     let runs: RefCell<HashMap<(u64, u32), Run>> = RefCell::new(HashMap::new());
     let mut sink = |ev: &Event<'_>| {

@@ -36,7 +36,8 @@
 //! request's parameters (completion `i` with seed `seed + i`), `max_tokens`
 //! and its stop tokens as end-of-generation — whatever else is queued, the
 //! arrival order, the token budget, the page count, the cache's content,
-//! preemptions, cancellations of other requests and the thread count. Why it
+//! preemptions, cancellations of other requests, the thread count and the
+//! sampling lanes. Why it
 //! holds: a completion samples with its own [`Sampler`] state (PRNG, history,
 //! digest chain, kept in its slot), always from the logits row of its last
 //! history token, and that row does not depend on what shares the step
@@ -88,7 +89,7 @@
 //!     n_pages: 12,
 //! };
 //! let engine = Engine::<PagedCache>::new(model, limits, &mut arena)?;
-//! let cfg = SchedConfig { max_slots: 8, max_cached: 1, token_budget: 8 };
+//! let cfg = SchedConfig { max_slots: 8, max_cached: 1, token_budget: 8, sample_lanes: 1 };
 //! let mut sched = Scheduler::new(engine, cfg, &mut arena)?;
 //!
 //! // Two requests, the second with two sampled completions and logprobs.
@@ -132,10 +133,12 @@
 mod cache;
 mod event;
 mod logprob;
+mod sampling;
 mod scheduler;
 mod slot;
 
 pub use event::{Event, FinishEvent, FinishReason, RequestId, Sink, TokenEvent};
 pub use logprob::{MAX_TOP_LOGPROBS, TopLogprob, logprobs};
+pub use sampling::MAX_SAMPLE_LANES;
 pub use scheduler::{MAX_STEP_ENTRIES, Request, SchedConfig, Scheduler, Stats, StepReport};
 pub use slot::MAX_STOP;

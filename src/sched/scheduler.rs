@@ -4,14 +4,14 @@
 #![forbid(unsafe_code)]
 
 use super::cache::{Hit, PrefixCache};
-use super::event::{Event, FinishEvent, FinishReason, RequestId, Sink, TokenEvent};
-use super::logprob::{MAX_TOP_LOGPROBS, TopLogprob, logprobs};
+use super::event::{Event, FinishEvent, FinishReason, RequestId, Sink};
+use super::logprob::MAX_TOP_LOGPROBS;
+use super::sampling::{Job, Lanes};
 use super::slot::{MAX_STOP, Slot, State};
-use crate::audit::DigestChain;
 use crate::kv::{KvStore, PagedCache, SeqId};
 use crate::model::{Engine, Entry, Limits};
-use crate::sample::{Sampler, SamplingParams};
-use crate::{Arena, Error, F32, Parallel, Result};
+use crate::sample::SamplingParams;
+use crate::{Arena, Error, Parallel, Result};
 
 /// Most entries (sequences) one step carries; more running sequences than
 /// this take turns (the oldest first).
@@ -30,6 +30,11 @@ pub struct SchedConfig {
     /// Tokens per step, decode rows and prefill chunks together
     /// (`1..=Limits::max_step_tokens`).
     pub token_budget: usize,
+    /// Completions of a step sampled in parallel (`1..=`
+    /// [`MAX_SAMPLE_LANES`](super::MAX_SAMPLE_LANES)), each lane with its
+    /// own sampler and logprob workspace (`vocab_size` values each). Set it
+    /// to the thread count; results do not depend on it.
+    pub sample_lanes: usize,
 }
 
 /// One request: a prompt and how to continue it.
@@ -140,9 +145,8 @@ pub struct Scheduler<'a> {
     slots: &'a mut [Slot],  // (max_slots)
     tokens: &'a mut [u32],  // (max_slots, max_seq_len) each slot's history
     cache: PrefixCache<'a>, // (max_cached) entries
-    sampler: Sampler<'a>,   // (vocab) sort workspace
-    work: &'a mut [F32],    // (vocab) logprob workspace
-    top: [TopLogprob; MAX_TOP_LOGPROBS],
+    lanes: Lanes<'a>,       // (sample_lanes) samplers and logprob workspaces
+    jobs: &'a mut [Job],    // (max_slots) a step's completions to sample
     next_id: u64,
     stats: Stats,
 }
@@ -158,6 +162,9 @@ fn check_config(cfg: &SchedConfig, lim: &Limits) -> Result<()> {
     if cfg.token_budget == 0 || cfg.token_budget > lim.max_step_tokens {
         return bad("token_budget", cfg.token_budget);
     }
+    if cfg.sample_lanes == 0 || cfg.sample_lanes > super::MAX_SAMPLE_LANES {
+        return bad("sample_lanes", cfg.sample_lanes);
+    }
     Ok(())
 }
 
@@ -171,8 +178,8 @@ impl<'a> Scheduler<'a> {
                 .checked_mul(lim.max_seq_len)
                 .and_then(Arena::bytes_for::<u32>),
             PrefixCache::bytes_required(cfg.max_cached, lim.max_seq_len),
-            Sampler::bytes_required(vocab_size),
-            Arena::bytes_for::<F32>(vocab_size),
+            Lanes::bytes_required(cfg.sample_lanes, vocab_size),
+            Arena::bytes_for::<Job>(cfg.max_slots),
         ];
         let mut total = 0usize;
         for p in parts {
@@ -206,8 +213,8 @@ impl<'a> Scheduler<'a> {
         let slots = arena.alloc::<Slot>(cfg.max_slots)?;
         let tokens = arena.alloc::<u32>(cfg.max_slots * lim.max_seq_len)?;
         let cache = PrefixCache::new(arena, cfg.max_cached, lim.max_seq_len)?;
-        let sampler = Sampler::new(arena, vocab)?;
-        let work = arena.alloc::<F32>(vocab)?;
+        let lanes = Lanes::new(arena, cfg.sample_lanes, vocab)?;
+        let jobs = arena.alloc::<Job>(cfg.max_slots)?;
         Ok(Scheduler {
             engine,
             cfg,
@@ -221,9 +228,8 @@ impl<'a> Scheduler<'a> {
             slots,
             tokens,
             cache,
-            sampler,
-            work,
-            top: [TopLogprob::default(); MAX_TOP_LOGPROBS],
+            lanes,
+            jobs,
             next_id: 0,
             stats: Stats::default(),
         })
@@ -696,40 +702,16 @@ impl<'a> Scheduler<'a> {
             }
             s.fed += r.n;
         }
-        for (k, r) in rows.iter().enumerate() {
-            let i = r.slot as usize;
-            if self.slots[i].fed != self.slots[i].len {
-                continue; // a prefill chunk short of the end
-            }
-            let row = logits
-                .get(k * vocab..(k + 1) * vocab)
-                .ok_or(Error::BufferTooSmall {
-                    needed: (k + 1) * vocab,
-                    available: logits.len(),
-                })?;
-            let leads = self.slots[i].index == 0 && self.slots[i].generated() == 0;
-            let request = self.slots[i].request;
-            let hist = history(self.tokens, stride, i);
-            let sampling = (&mut self.sampler, &mut *self.work, &mut self.top);
-            sample_next(&mut self.slots[i], hist, row, sampling, sink)?;
-            self.stats.tokens_out += 1;
-            if leads {
-                // The other completions draw their first token from the same row.
-                for j in 0..self.slots.len() {
-                    let f = &mut self.slots[j];
-                    if f.request != request || f.state() != State::Follower {
-                        continue;
-                    }
-                    let hist = history(self.tokens, stride, j);
-                    let sampling = (&mut self.sampler, &mut *self.work, &mut self.top);
-                    sample_next(f, hist, row, sampling, sink)?;
-                    self.stats.tokens_out += 1;
-                    if f.state() != State::Done {
-                        f.set_state(State::Forking);
-                    }
-                }
-            }
-        }
+        let n_jobs = plan_jobs(self.slots, rows, self.jobs)?;
+        self.lanes.run(
+            par,
+            &self.jobs[..n_jobs],
+            self.slots,
+            self.tokens,
+            (stride, logits, vocab),
+            sink,
+            &mut self.stats.tokens_out,
+        )?;
         self.fork_followers()?;
         self.cache_prompts(rows);
         self.retire_done(sink, report)
@@ -842,73 +824,43 @@ fn pages_to_grow(kv: &PagedCache<'_>, seq: SeqId, n: usize) -> usize {
     grow + shared
 }
 
-/// Slot `i`'s row of the token table.
-fn history(tokens: &mut [u32], stride: usize, i: usize) -> &mut [u32] {
-    tokens
-        .get_mut(i * stride..(i + 1) * stride)
-        .unwrap_or(&mut [])
-}
-
-/// The sampler, the logprob workspace and the top-logprob buffer.
-type Sampling<'s, 'a> = (
-    &'s mut Sampler<'a>,
-    &'s mut [F32],
-    &'s mut [TopLogprob; MAX_TOP_LOGPROBS],
-);
-
-/// Samples the next token of `slot` from `row` exactly as `model::generate`
-/// does (its sampler, its PRNG, its history as the penalty window), folds it
-/// into the digest chain, appends it to the history, reports it, and marks
-/// the completion done on a stop token or at `max_tokens`.
-fn sample_next<S: Sink + ?Sized>(
-    slot: &mut Slot,
-    hist: &mut [u32],
-    row: &[F32],
-    (sampler, work, top): Sampling<'_, '_>,
-    sink: &mut S,
-) -> Result<()> {
-    let len = slot.len as usize;
-    if len >= hist.len() {
-        return Err(Error::BufferTooSmall {
-            needed: len + 1,
-            available: hist.len(),
-        });
-    }
-    let (recent, rest) = hist.split_at_mut(len);
-    let params = slot.params();
-    let mut rng = slot.rng();
-    let before = rng;
-    let token = sampler.sample(row, &params, recent, &mut rng)?;
-    let (logprob, n_top) = if slot.logprobs > 0 {
-        let k = (slot.logprobs as usize - 1).min(MAX_TOP_LOGPROBS);
-        let (lp, n) = logprobs(row, &params, recent, token, work, &mut top[..k])?;
-        (Some(lp), n)
-    } else {
-        (None, 0)
+/// The completions that sample this step, in order: each row that ends
+/// its completion's history, and after a leader's first row its
+/// followers (they draw their first token from the same row). Returns
+/// how many were written to `jobs`.
+fn plan_jobs(slots: &[Slot], rows: &[Row], jobs: &mut [Job]) -> Result<usize> {
+    let mut n = 0;
+    let mut push = |job: Job| -> Result<()> {
+        let available = jobs.len();
+        *jobs.get_mut(n).ok_or(Error::BufferTooSmall {
+            needed: n + 1,
+            available,
+        })? = job;
+        n += 1;
+        Ok(())
     };
-    if rng != before {
-        slot.draws += 1;
+    for (k, r) in rows.iter().enumerate() {
+        let s = &slots[r.slot as usize];
+        if s.fed != s.len {
+            continue; // a prefill chunk short of the end
+        }
+        let row = k as u32;
+        push(Job {
+            slot: r.slot,
+            row,
+            follower: 0,
+        })?;
+        if s.index == 0 && s.generated() == 0 {
+            for (j, f) in slots.iter().enumerate() {
+                if f.request == s.request && f.state() == State::Follower {
+                    push(Job {
+                        slot: j as u32,
+                        row,
+                        follower: 1,
+                    })?;
+                }
+            }
+        }
     }
-    let digest = DigestChain::peek(&slot.digest, row, token);
-    slot.digest = digest;
-    if let Some(t) = rest.first_mut() {
-        *t = token;
-    }
-    slot.len += 1;
-    sink.event(&Event::Token(TokenEvent {
-        request: RequestId(slot.request),
-        index: slot.index,
-        position: slot.generated() - 1,
-        token,
-        digest,
-        logits: row,
-        logprob,
-        top_logprobs: &top[..n_top],
-    }));
-    if slot.stop().contains(&token) {
-        slot.finish(FinishReason::Stop);
-    } else if slot.generated() >= slot.max_tokens as usize {
-        slot.finish(FinishReason::Length);
-    }
-    Ok(())
+    Ok(n)
 }

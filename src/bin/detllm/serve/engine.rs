@@ -167,6 +167,7 @@ fn sched_config(cfg: &EngineConfig) -> SchedConfig {
         max_slots: cfg.max_seqs + cfg.max_queue,
         max_cached: PREFIX_CACHE_ENTRIES,
         token_budget: cfg.step_tokens,
+        sample_lanes: cfg.model.threads.clamp(1, detllm::sched::MAX_SAMPLE_LANES),
     }
 }
 
