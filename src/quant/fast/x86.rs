@@ -670,8 +670,8 @@ fn to_i64x4(v: __m256i) -> [i64; 4] {
 /// the AVX-512 features too, as `multiversion!` does): the sub-block byte
 /// dots by `vpmaddubsw` / `vpmaddwd` into one `i32` vector per sub-block,
 /// the eight vectors summed together by a `vphaddd` tree, then the
-/// super-block's `i64` sum of [`super::kquant`] in vectors ([`scaled_sum`])
-/// and its `i128` steps as there.
+/// super-block's `i64` sum of [`super::kquant`] in vectors
+/// ([`scaled_sum_split`]) and its `i128` steps as there.
 pub(super) fn kquant_builds(ty: GgmlType) -> Option<[Option<kquant::RowFn>; 2]> {
     let level = crate::simd::level();
     let (wide, narrow): (kquant::RowFn, kquant::RowFn) = match ty {
@@ -722,25 +722,12 @@ fn sum8v(v: [__m256i; 8]) -> __m256i {
 
 /// `Σ_j (a_j · m_j) << r_j` over the eight `i32` lanes, in `i64` (the
 /// caller's bounds keep every partial sum below 2^62): `vpmuldq` on the
-/// even and the odd lanes, `vpsllvq`, and the four `i64` lanes added.
-#[target_feature(enable = "avx2")]
-fn scaled_sum(a: __m256i, m: __m256i, r: __m256i) -> i64 {
-    let lo32 = _mm256_set1_epi64x(0xFFFF_FFFF);
-    let even = _mm256_sllv_epi64(_mm256_mul_epi32(a, m), _mm256_and_si256(r, lo32));
-    let odd = _mm256_sllv_epi64(
-        _mm256_mul_epi32(_mm256_srli_epi64(a, 32), _mm256_srli_epi64(m, 32)),
-        _mm256_srli_epi64(r, 32),
-    );
-    let s = _mm256_add_epi64(even, odd);
-    let s = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
-    _mm_cvtsi128_si64(s).wrapping_add(_mm_extract_epi64(s, 1))
-}
-
-/// [`scaled_sum`] with `m` and `r` split once for several `a`: `m` and
-/// `m_odd` (its odd lanes moved down, as by `vpshufd`), `r_even` and `r_odd`
-/// (the shifts in the low half of each `i64` lane). The odd lanes of `a` are
-/// moved down by `vpshufd`, not by a 64-bit shift (which the compiler lowers
-/// to a full 64-bit multiply there). The same integer.
+/// even and the odd lanes, `vpsllvq`, and the four `i64` lanes added. `m`
+/// and `r` come split once for several `a` ([`SuperAct`]): `m` and `m_odd`
+/// (its odd lanes moved down, as by `vpshufd`), `r_even` and `r_odd` (the
+/// shifts in the low half of each `i64` lane). The odd lanes of `a` are
+/// moved down by `vpshufd`, not by a 64-bit shift (which the compiler
+/// lowers to a full 64-bit multiply there).
 #[target_feature(enable = "avx2")]
 fn scaled_sum_split(a: __m256i, m: [__m256i; 2], r: [__m256i; 2]) -> i64 {
     let even = _mm256_sllv_epi64(_mm256_mul_epi32(a, m[0]), r[0]);
@@ -783,19 +770,9 @@ fn q4_k_rows_vec<const N: usize>(rows: [&[u8]; N], a: &ActRow<'_>) -> [ExactAcc;
     let ones = _mm256_set1_epi16(1);
     let sbs = a.qs.chunks_exact(QK_K).zip(a.sc.chunks_exact(8));
     for (b, (yq, ys)) in sbs.enumerate() {
-        let (base, spread) = kquant::act_base(ys);
-        let (mut am, mut r, mut bs) = ([0i32; 8], [0i32; 8], [0i32; 8]);
-        for (j, s) in ys.iter().enumerate() {
-            am[j] = s.dm;
-            r[j] = kquant::rel(s, base) as i32;
-            bs[j] = s.bsum;
-        }
-        let (am, r, bs) = (v8(am), v8(r), v8(bs));
-        let am = [am, _mm256_shuffle_epi32(am, 0xF5)];
-        let r = [
-            _mm256_and_si256(r, _mm256_set1_epi64x(0xFFFF_FFFF)),
-            _mm256_srli_epi64(r, 32),
-        ];
+        let act = SuperAct::new(ys);
+        let (base, spread, am, r) = (act.base, act.spread, act.am, act.r);
+        let bs = v8(core::array::from_fn(|j| ys[j].bsum));
         let y: [__m256i; 8] = core::array::from_fn(|k| load32(yq, 32 * k));
         for (acc, row) in acc.iter_mut().zip(rows) {
             let Some(blk) = row.get(144 * b..144 * (b + 1)) else {
@@ -880,10 +857,8 @@ fn q6_k_sumi_avx2(blk: &[u8], yq: &[i8]) -> __m256i {
     sum8v(v)
 }
 
-/// The Q6_K row kernel with the sums of [`q6_k_sumi_avx2`] and, within
-/// [`kquant::LIM_Q6_K`], the `i64` sum `I = Σ_j (sumi_j·am_j) << rel_j` of
-/// [`super::kquant`] by [`scaled_sum`] (the same integer); beyond it, per
-/// sub-block in `i128` as there.
+/// The Q6_K row kernel: the sums of [`q6_k_sumi_avx2`], each super-block
+/// ended by [`q6_k_super_end`].
 #[target_feature(enable = "avx2")]
 fn q6_k_row_vec(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
     let mut acc = ExactAcc {
@@ -892,27 +867,70 @@ fn q6_k_row_vec(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
     };
     let sbs = a.qs.chunks_exact(QK_K).zip(a.sc.chunks_exact(8));
     for (blk, (yq, ys)) in row.chunks_exact(210).zip(sbs) {
-        let d = u16::from_le_bytes([blk[208], blk[209]]);
-        acc.nonfinite |= f16_nonfinite(d);
-        let (dm, dsh) = f16_fixed(d);
         let sumi = q6_k_sumi_avx2(blk, yq);
-        let (base, spread) = kquant::act_base(ys);
-        if spread <= kquant::LIM_Q6_K {
-            let (mut am, mut r) = ([0i32; 8], [0i32; 8]);
-            for (j, s) in ys.iter().enumerate() {
-                am[j] = s.dm;
-                r[j] = kquant::rel(s, base) as i32;
-            }
-            let id = scaled_sum(sumi, v8(am), v8(r));
-            acc.sum += (id as i128 * dm as i128) << (dsh + base);
-        } else {
-            let sumi = to_array(sumi);
-            for (j, s) in ys.iter().enumerate() {
-                acc.add_shifted(sumi[j] as i64 * (dm * s.dm) as i64, dsh + s.dsh);
-            }
-        }
+        q6_k_super_end(&mut acc, blk, sumi, &SuperAct::new(ys), ys);
     }
     acc
+}
+
+/// A super-block's activation terms as [`scaled_sum_split`] takes them,
+/// gathered once for every weight row: the shift `base` and `spread` of
+/// [`kquant::act_base`], the mantissas `am` (and their odd lanes moved
+/// down), and `rel` (even and odd lanes, each in the low half of an `i64`
+/// lane).
+struct SuperAct {
+    base: u32,
+    spread: u32,
+    am: [__m256i; 2],
+    r: [__m256i; 2],
+}
+
+impl SuperAct {
+    #[target_feature(enable = "avx2")]
+    fn new(ys: &[ActScale]) -> Self {
+        let (base, spread) = kquant::act_base(ys);
+        let (mut am, mut r) = ([0i32; 8], [0i32; 8]);
+        for (j, s) in ys.iter().enumerate() {
+            am[j] = s.dm;
+            r[j] = kquant::rel(s, base) as i32;
+        }
+        let (am, r) = (v8(am), v8(r));
+        SuperAct {
+            base,
+            spread,
+            am: [am, _mm256_shuffle_epi32(am, 0xF5)],
+            r: [
+                _mm256_and_si256(r, _mm256_set1_epi64x(0xFFFF_FFFF)),
+                _mm256_srli_epi64(r, 32),
+            ],
+        }
+    }
+}
+
+/// The end of a Q6_K super-block `blk` (its `f16` scale `d` at byte 208)
+/// for one weight row: its sub-block sums `sumi` (as `q6_k_sumi`) added to
+/// `acc`. Within [`kquant::LIM_Q6_K`] (`act.spread`), `I = Σ_j (sumi_j·am_j)
+/// << rel_j` in `i64` by [`scaled_sum_split`] and one `i128` step `(I·dm)
+/// << (dsh + base)`; beyond it, per sub-block in `i128`, as
+/// [`super::kquant`] does. The same integer either way. (`#[inline]`, not
+/// `#[inline(always)]`: stable Rust rejects the latter with
+/// `#[target_feature]`; both callers are built with a superset of its
+/// features, so it inlines.)
+#[target_feature(enable = "avx2")]
+#[inline]
+fn q6_k_super_end(acc: &mut ExactAcc, blk: &[u8], sumi: __m256i, act: &SuperAct, ys: &[ActScale]) {
+    let d = u16::from_le_bytes([blk[208], blk[209]]);
+    acc.nonfinite |= f16_nonfinite(d);
+    let (dm, dsh) = f16_fixed(d);
+    if act.spread <= kquant::LIM_Q6_K {
+        let id = scaled_sum_split(sumi, act.am, act.r);
+        acc.sum += (id as i128 * dm as i128) << (dsh + act.base);
+    } else {
+        let sumi = to_array(sumi);
+        for (j, s) in ys.iter().enumerate() {
+            acc.add_shifted(sumi[j] as i64 * (dm * s.dm) as i64, dsh + s.dsh);
+        }
+    }
 }
 
 /// The two halves' sums of each 32-sub-block of a Q6_K super-block, as two
@@ -940,10 +958,7 @@ fn half_sums(v: [__m256i; 8]) -> (__m256i, __m256i) {
 /// the sixteen half sums by [`half_sums`] (each `≤ 16·63·127 < 2^17`);
 /// minus the input's `32·Σ y` that gives `Σ q·y` per half (`|·| ≤
 /// 16·32·127 < 2^16`), times the half's signed scale (`< 2^23`), and the
-/// two halves added: `sumi_j`, as `q6_k_sumi`. Within
-/// [`kquant::LIM_Q6_K`], `I = Σ_j (sumi_j·am_j) << rel_j` by
-/// [`scaled_sum_split`];
-/// beyond it, per sub-block in `i128`, as [`super::kquant`] does.
+/// two halves added: `sumi_j`, as `q6_k_sumi`; then [`q6_k_super_end`].
 /// The caller checks the input row's lengths as for one.
 #[target_feature(enable = "avx2")]
 fn q6_k_rows_vec<const N: usize>(rows: [&[u8]; N], a: &ActRow<'_>) -> [ExactAcc; N] {
@@ -962,27 +977,13 @@ fn q6_k_rows_vec<const N: usize>(rows: [&[u8]; N], a: &ActRow<'_>) -> [ExactAcc;
     let mh = [3i8, 12, 48, -64].map(|m| _mm256_set1_epi8(m));
     let sbs = a.qs.chunks_exact(QK_K).zip(a.sc.chunks_exact(8));
     for (b, (yq, ys)) in sbs.enumerate() {
-        let (base, spread) = kquant::act_base(ys);
-        let (mut am, mut r) = ([0i32; 8], [0i32; 8]);
-        for (j, s) in ys.iter().enumerate() {
-            am[j] = s.dm;
-            r[j] = kquant::rel(s, base) as i32;
-        }
-        let (am, r) = (v8(am), v8(r));
-        let am = [am, _mm256_shuffle_epi32(am, 0xF5)];
-        let r = [
-            _mm256_and_si256(r, _mm256_set1_epi64x(0xFFFF_FFFF)),
-            _mm256_srli_epi64(r, 32),
-        ];
+        let act = SuperAct::new(ys);
         let y: [__m256i; 8] = core::array::from_fn(|k| load32(yq, 32 * k));
         let (o0, o1) = half_sums(y.map(|y| _mm256_madd_epi16(_mm256_maddubs_epi16(c32, y), ones)));
         for (acc, row) in acc.iter_mut().zip(rows) {
             let Some(blk) = row.get(210 * b..210 * (b + 1)) else {
                 continue;
             };
-            let d = u16::from_le_bytes([blk[208], blk[209]]);
-            acc.nonfinite |= f16_nonfinite(d);
-            let (dm, dsh) = f16_fixed(d);
             // Sub-block j = 4h + k: low bits from the 32 bytes of `ql` at
             // 64h + 32(k % 2) (low nibbles for k < 2), high bits 2k..2k+2 of
             // `qh`'s 32 bytes at 128 + 32h.
@@ -1023,15 +1024,7 @@ fn q6_k_rows_vec<const N: usize>(rows: [&[u8]; N], a: &ActRow<'_>) -> [ExactAcc;
                 _mm256_permute2x128_si256(p0, p1, 0x20),
                 _mm256_permute2x128_si256(p0, p1, 0x31),
             );
-            if spread <= kquant::LIM_Q6_K {
-                let id = scaled_sum_split(sumi, am, r);
-                acc.sum += (id as i128 * dm as i128) << (dsh + base);
-            } else {
-                let sumi = to_array(sumi);
-                for (j, s) in ys.iter().enumerate() {
-                    acc.add_shifted(sumi[j] as i64 * (dm * s.dm) as i64, dsh + s.dsh);
-                }
-            }
+            q6_k_super_end(acc, blk, sumi, &act, ys);
         }
     }
     acc
