@@ -47,7 +47,7 @@ pub(crate) fn mul_assign_body(x: &mut [F32], y: &[F32]) {
 /// (branch-free, so the loop vectorizes), the block committed if every
 /// element's flag is set, else redone with `op`.
 #[inline(always)]
-fn apply(
+pub(crate) fn apply(
     x: &mut [F32],
     y: &[F32],
     fast: impl Fn(F32, F32) -> (F32, bool),
@@ -98,18 +98,22 @@ pub(crate) fn map_try(x: &mut [F32], fast: impl Fn(F32) -> (F32, bool), op: impl
 }
 
 /// `x = x / (1 + exp(t(x)))` over at most [`BLOCK`] elements, stage by
-/// stage: every `exp(t(x))`, then every `1 + e` ([`map_try`]; `e ≥ 0`, so
-/// the same-sign fast path answers whenever `e` is normal), then every
-/// quotient. Each element gets exactly the operations of the scalar
-/// `x / (1 + exp(t(x)))` in that order, so the same bits; the stages let
-/// independent operations overlap and the additions vectorize. SiLU is
-/// `t(x) = -x`, GELU-tanh `t(x) = -2u(x)` ([`crate::math::gelu`]).
+/// stage: every `t(x)` (`t_block` writes them, itself stage by stage where
+/// it has several operations), every `exp`, then every `1 + e`
+/// ([`map_try`]; `e ≥ 0`, so the same-sign fast path answers whenever `e`
+/// is normal), then every quotient. Each element gets exactly the
+/// operations of the scalar `x / (1 + exp(t(x)))` in that order, so the
+/// same bits; the stages let independent operations overlap and the
+/// additions vectorize. SiLU is `t(x) = -x`, GELU-tanh `t(x) = -2u(x)`
+/// ([`crate::math::gelu::gelu_neg_2u_block`]).
 #[inline(always)]
-pub(crate) fn sigmoid_gate_block(x: &mut [F32], t: impl Fn(F32) -> F32) {
+pub(crate) fn sigmoid_gate_block(x: &mut [F32], t_block: impl Fn(&[F32], &mut [F32])) {
     let mut den = [F32::ZERO; BLOCK];
-    let den = &mut den[..x.len().min(BLOCK)];
-    for (d, &v) in den.iter_mut().zip(x.iter()) {
-        *d = t(v).exp();
+    let n = x.len().min(BLOCK);
+    let den = &mut den[..n];
+    t_block(&x[..n], den);
+    for d in den.iter_mut() {
+        *d = d.exp();
     }
     map_try(den, |e| add_same_sign_try(F32::ONE, e), |e| F32::ONE + e);
     for (v, &d) in x.iter_mut().zip(den.iter()) {

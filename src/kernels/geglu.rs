@@ -3,8 +3,9 @@
 //!
 //! `gelu` is [`crate::math::gelu`] (`x / (1 + exp(-(K·x·(1 + A·x²))))`),
 //! then one soft multiplication. As in [`super::swiglu()`], the body works in
-//! blocks, stage by stage (every exponent, every `exp`, every `1 + e`, every
-//! quotient), so that independent operations overlap; each element still
+//! blocks, stage by stage (every `x·x`, every `A·s`, `1 + s`, `x·s`, `K·s`
+//! and negation, every `exp`, every `1 + e`, every quotient), so that
+//! independent operations overlap and the products and sums vectorize; each element still
 //! gets exactly `gelu`'s operations in its order, so the same bits (checked
 //! below against `gelu(g) · u` for the portable body and every SIMD build).
 //! On x86-64 with `std` it runs compiled for AVX2 or AVX-512
@@ -15,7 +16,7 @@
 
 use super::check_len;
 use super::elementwise::{BLOCK, mul_assign_body, sigmoid_gate_block};
-use crate::math::gelu::gelu_neg_2u;
+use crate::math::gelu::gelu_neg_2u_block;
 use crate::{F32, Result};
 
 /// GEGLU in place over `gate`.
@@ -37,7 +38,7 @@ crate::simd::multiversion! {
 #[inline(always)]
 pub(crate) fn geglu_body(gate: &mut [F32], up: &[F32]) {
     for g in gate.chunks_mut(BLOCK) {
-        sigmoid_gate_block(g, gelu_neg_2u);
+        sigmoid_gate_block(g, gelu_neg_2u_block);
     }
     mul_assign_body(gate, up);
 }

@@ -27,7 +27,11 @@ crate::simd::multiversion! {
 #[inline(always)]
 pub(crate) fn swiglu_body(gate: &mut [F32], up: &[F32]) {
     for g in gate.chunks_mut(BLOCK) {
-        sigmoid_gate_block(g, |v| -v);
+        sigmoid_gate_block(g, |x, t| {
+            for (t, &v) in t.iter_mut().zip(x) {
+                *t = -v;
+            }
+        });
     }
     mul_assign_body(gate, up);
 }

@@ -35,6 +35,8 @@
 #![forbid(unsafe_code)]
 
 use crate::F32;
+use crate::float::{add_try, mul_try};
+use crate::kernels::elementwise::{apply, map_try};
 
 /// `2·√(2/π)` rounded to binary32.
 pub const GELU_K: F32 = F32::from_bits(0x3FCC_422A);
@@ -45,6 +47,26 @@ pub const GELU_A: F32 = F32::from_bits(0x3D37_2713);
 #[inline(always)]
 pub(crate) fn gelu_neg_2u(x: F32) -> F32 {
     -(GELU_K * (x * (F32::ONE + GELU_A * (x * x))))
+}
+
+/// [`gelu_neg_2u`] of every `x` into `t` (over the common length), stage
+/// by stage: every `x·x`, `A·s`, `1 + s`, `x·s`, `K·s`, then the negation,
+/// each stage by its branch-free fast path ([`mul_try`], [`add_try`]) with
+/// the block redone by the operator where an element needs the general
+/// path. Each element gets [`gelu_neg_2u`]'s operations with its operands
+/// in its order, so the same bits (the GEGLU kernel's tests check it).
+#[inline(always)]
+pub(crate) fn gelu_neg_2u_block(x: &[F32], t: &mut [F32]) {
+    let n = x.len().min(t.len());
+    let (x, t) = (&x[..n], &mut t[..n]);
+    apply(t, x, |_, v| mul_try(v, v), |_, v| v * v);
+    map_try(t, |s| mul_try(GELU_A, s), |s| GELU_A * s);
+    map_try(t, |s| add_try(F32::ONE, s), |s| F32::ONE + s);
+    apply(t, x, |s, v| mul_try(v, s), |s, v| v * s);
+    map_try(t, |s| mul_try(GELU_K, s), |s| GELU_K * s);
+    for s in t.iter_mut() {
+        *s = -*s;
+    }
 }
 
 /// GELU (tanh approximation), see the module header for the exact order of
