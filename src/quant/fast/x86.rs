@@ -29,17 +29,20 @@
 //! (`vpmuldq`) shifted by the relative exponent (`vpsllvq`) and added. A tile
 //! of input rows does every block's byte dots for all its rows first (kept,
 //! with the block's decoded scales, in a chunk-sized scratch), then each
-//! row's exact scaling over the blocks with its two sums in registers.
+//! row's exact scaling over the blocks with its two sums in registers. The
+//! VNNI build's tile of [`ACT_TILE`] input rows is [`tile_vnni512`] instead:
+//! 512-bit vectors, two blocks at a time, the four rows' dots of an input
+//! row reduced together and scaled exactly eight cells per instruction.
 //!
 //! ## Unsafe review
 //! * Every `unsafe` block is a call of a `#[target_feature]` function, made
 //!   only through a function pointer that [`fused_rows`] hands out after
 //!   [`crate::simd::level`] confirmed each of its features
 //!   ([`Level::Avx2`]: AVX2, BMI1, BMI2, LZCNT; for the `vpdpbusd` kernels
-//!   [`Level::Avx512Vnni`], which includes AVX-512 VL and VNNI), or from
+//!   [`Level::Avx512Vnni`], which includes AVX-512 F, BW, DQ, VL and VNNI), or from
 //!   inside such a function (the kernel types [`Avx2Kernel`] and
 //!   [`VnniKernel`] are built only there), or an unaligned load.
-//! * Loads (`_mm_loadu_si128`, `_mm256_loadu_si256`, `read_unaligned`,
+//! * Loads (`_mm_loadu_si128`, `_mm256_loadu_si256`, `_mm512_loadu_si512`, `read_unaligned`,
 //!   `get_unchecked`) read from slices whose length was checked, at the top
 //!   of the kernel, to cover every byte the loop reads (each such block
 //!   states the inequality).
@@ -147,7 +150,8 @@ fn avx2_entry<F: Format>(w: &QMatrix<'_>, r0: usize, x: &QActs<'_>, out: &mut [F
 /// [`BlockedRowsFn`] entry of the VNNI drivers.
 fn vnni_entry<F: Format>(w: &QMatrix<'_>, r0: usize, x: &QActs<'_>, out: &mut [F32]) -> usize {
     // SAFETY: only handed out by `fused_rows`, after `simd::level()`
-    // returned `Avx512Vnni`: the AVX2 set and AVX-512 VL and VNNI.
+    // returned `Avx512Vnni`: the AVX2 set and AVX-512 F, CD, VL, DQ, BW
+    // and VNNI.
     unsafe { rows_vnni::<F>(w, r0, x, out) }
 }
 
@@ -168,7 +172,7 @@ fn one_row<'x>(qs: &'x [i8], sc: &'x [ActScale], ch: &ChunkScale) -> ActTile<'x,
 /// [`blocked_rows`], with the kernel inlined. A value of `$kernel` exists
 /// only inside `$rows`, which runs only where its features were detected.
 macro_rules! isa_build {
-    ($(#[$doc:meta])* $kernel:ident, $rows:ident, $features:literal, $fused:ident) => {
+    ($(#[$doc:meta])* $kernel:ident, $rows:ident, $features:literal, $fused:ident, $tile:ident) => {
         $(#[$doc])*
         struct $kernel<F>(core::marker::PhantomData<F>);
 
@@ -207,8 +211,9 @@ macro_rules! isa_build {
                 nb: usize,
                 t: &ActTile<'_>,
             ) -> [ChunkSums; ACT_TILE] {
-                // SAFETY: as in `one_input`.
-                unsafe { $fused::<F, ACT_TILE>(group, rb, b0, nb, t) }
+                // SAFETY: as in `one_input` (`tile_vnni512` also needs
+                // AVX-512 F, BW and DQ, part of `Level::Avx512Vnni` too).
+                unsafe { $tile::<F>(group, rb, b0, nb, t) }
             }
         }
 
@@ -229,15 +234,29 @@ isa_build!(
     Avx2Kernel,
     rows_avx2,
     "avx2,bmi1,bmi2,lzcnt",
-    fused_avx2
+    fused_avx2,
+    tile_avx2
 );
 isa_build!(
     /// The AVX-512 VNNI fused kernels ([`fused_vnni`]).
     VnniKernel,
     rows_vnni,
     "avx2,avx512vl,avx512vnni,bmi1,bmi2,lzcnt",
-    fused_vnni
+    fused_vnni,
+    tile_vnni512
 );
+
+/// [`fused_avx2`] for a tile of [`ACT_TILE`] input rows.
+#[target_feature(enable = "avx2")]
+fn tile_avx2<F: Format>(
+    group: &[u8],
+    rb: usize,
+    b0: usize,
+    nb: usize,
+    t: &ActTile<'_>,
+) -> [ChunkSums; ACT_TILE] {
+    fused_avx2::<F, ACT_TILE>(group, rb, b0, nb, t)
+}
 
 /// Byte dot of one weight row's block with the activations, as 8 `i32`
 /// lanes: `vpmaddubsw` pairs (never saturating, see the module docs) summed
@@ -564,28 +583,43 @@ macro_rules! fused_kernel {
                 }
             }
             let (hi, base1, badv) = (to_u32x8(hi), to_u32x8(base1), to_u32x8(bad));
-            let (lim_d, lim_m) = (F::LIM_D, if F::IS_Q4_1 { LIM_Q4_1_M } else { 0 });
             for j in 0..n {
-                let ch = &t.ch[j];
-                let r = &mut res[j];
-                // `hi` holds the largest rel as unsigned: a negative one (a shift
-                // below the guessed base) reads as huge and fails too.
-                r.fits_i64 = (0..ROW_GROUP).all(|i| {
-                    hi[2 * i] <= lim_d.saturating_sub(ch.dspread)
-                        && (!F::IS_Q4_1 || hi[2 * i + 1] <= lim_m.saturating_sub(ch.sspread))
-                }) && ch.dspread <= lim_d
-                    && (!F::IS_Q4_1 || ch.sspread <= lim_m);
-                for i in 0..ROW_GROUP {
-                    r.d_base[i] = base1[2 * i] - 1 + ch.dbase;
-                    r.m_base[i] = base1[2 * i + 1] - 1 + ch.sbase;
-                    r.nonfinite[i] = badv[2 * i] != 0 || (F::IS_Q4_1 && badv[2 * i + 1] != 0);
-                }
-                r.d_sum = to_i64x4(acc_d[j]);
-                r.m_sum = to_i64x4(acc_m[j]);
+                res[j] = chunk_result::<F>(&t.ch[j], &hi, &base1, &badv, acc_d[j], acc_m[j]);
             }
             res
         }
     };
+}
+
+/// One input row's [`ChunkSums`] from a fused kernel's chunk: `hi`, `base1`
+/// and `bad` its weight lanes `[d0 m0 d1 m1 d2 m2 d3 m3]` (largest `rel`,
+/// guessed base + 1, non-finite), `d` and `m` the four rows' `i64` sums.
+#[target_feature(enable = "avx2")]
+fn chunk_result<F: Format>(
+    ch: &ChunkScale,
+    hi: &[u32; 8],
+    base1: &[u32; 8],
+    bad: &[u32; 8],
+    d: __m256i,
+    m: __m256i,
+) -> ChunkSums {
+    let (lim_d, lim_m) = (F::LIM_D, if F::IS_Q4_1 { LIM_Q4_1_M } else { 0 });
+    let mut r = ChunkSums::NOT_COMPUTED;
+    // `hi` holds the largest rel as unsigned: a negative one (a shift
+    // below the guessed base) reads as huge and fails too.
+    r.fits_i64 = (0..ROW_GROUP).all(|i| {
+        hi[2 * i] <= lim_d.saturating_sub(ch.dspread)
+            && (!F::IS_Q4_1 || hi[2 * i + 1] <= lim_m.saturating_sub(ch.sspread))
+    }) && ch.dspread <= lim_d
+        && (!F::IS_Q4_1 || ch.sspread <= lim_m);
+    for i in 0..ROW_GROUP {
+        r.d_base[i] = base1[2 * i] - 1 + ch.dbase;
+        r.m_base[i] = base1[2 * i + 1] - 1 + ch.sbase;
+        r.nonfinite[i] = bad[2 * i] != 0 || (F::IS_Q4_1 && bad[2 * i + 1] != 0);
+    }
+    r.d_sum = to_i64x4(d);
+    r.m_sum = to_i64x4(m);
+    r
 }
 
 fused_kernel!(
@@ -612,6 +646,256 @@ fused_kernel!(
     arrange_vnni,
     block_dots4_vnni
 );
+
+/// Dword index of `ActScale` field at byte `off` (the struct is `repr(C)`,
+/// 32 bytes of 4-byte-aligned fields after its two `u16`).
+const fn dw(off: usize) -> i32 {
+    (off / 4) as i32
+}
+const _: () = assert!(size_of::<ActScale>() == 32);
+const _: () = assert!(core::mem::offset_of!(ActScale, dm) % 4 == 0);
+const _: () = assert!(core::mem::offset_of!(ActScale, sm) % 4 == 0);
+const _: () = assert!(core::mem::offset_of!(ActScale, drel) % 4 == 0);
+const _: () = assert!(core::mem::offset_of!(ActScale, srel) % 4 == 0);
+
+/// `vpermd` indices putting dword `i` of the first 32 bytes of a vector in
+/// every dword of its low half, and dword `8 + i` in every dword of its
+/// high half: the field at dword `i` of two consecutive `ActScale`s, one per
+/// half.
+#[target_feature(enable = "avx512f")]
+fn halves_of(i: i32) -> __m512i {
+    let (a, b) = (_mm256_set1_epi32(i), _mm256_set1_epi32(8 + i));
+    _mm512_inserti64x4::<1>(_mm512_castsi256_si512(a), b)
+}
+
+/// [`fused_vnni`] for a tile of [`ACT_TILE`] input rows in 512-bit vectors,
+/// two blocks at a time: the same integers, about half the instructions.
+///
+/// Per pair of blocks `(b, b + 1)` the four weight rows' bytes of both
+/// blocks are decoded once into one 64-byte vector per row (Q8_0: `|x|`
+/// and a mask of the negative bytes, whose activations are negated by a
+/// masked `vpsubb` — as `vpsignb` did; Q5_0: the nibbles plus 16 where the
+/// `qh` bit is set (then `q - 16 ≥ 0`), else `16 - nibble` with the
+/// activation negated; Q4_1: the nibbles), and their scales into 64-bit
+/// lanes `[b: rows 0–3 | b + 1: rows 0–3]`. Per input row, one load of its
+/// 64 activation bytes, four `vpdpbusd` (each lane the sum of four products,
+/// `≤ 4·255·127`, exact in `i32`), one reduction of the four rows' 16 lanes
+/// each to the eight block sums in that lane order (unpacks and adds within
+/// 128-bit lanes, then the two lanes of a block added), and the exact
+/// scaling of eight cells at once: `c = mw·ma` (`vpmuldq`, `< 2^22`),
+/// `sumi·c` (`vpmuldq`), shifted left by `wrel + arel` (`vpsllvq`; counts
+/// masked to 0..=63 as in [`fused_vnni`]) and added to the row's eight
+/// `i64` lanes; Q4_1's `mm·sm << (mrel + srel)` likewise. The activation
+/// scales of both blocks come from one 64-byte load of two consecutive
+/// `ActScale`s, spread to the lanes by `vpermd`. After the chunk each row's
+/// two halves are added: row `r`'s sum in lane `r`, the same integer as
+/// [`fused_vnni`]'s (integer addition is associative). An odd last block
+/// runs with the second block's weights, scales and activations zero.
+#[target_feature(enable = "avx2,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
+fn tile_vnni512<F: Format>(
+    group: &[u8],
+    rb: usize,
+    b0: usize,
+    nb: usize,
+    t: &ActTile<'_>,
+) -> [ChunkSums; ACT_TILE] {
+    const N: usize = ACT_TILE;
+    let bs: usize = F::BLOCK_BYTES;
+    let mut res = [ChunkSums::NOT_COMPUTED; N];
+    let n = t.n.min(N);
+    let in_bounds = rb <= (i32::MAX as usize) / 4
+        && group.len() >= ROW_GROUP * rb
+        && (b0 + nb) * bs <= rb
+        && nb > 0
+        && nb <= CHUNK_BLOCKS
+        && n >= 1
+        && (0..n).all(|j| t.qs[j].len() >= nb * QK && t.sc[j].len() >= nb);
+    if !in_bounds {
+        return res;
+    }
+    let base_ptr = group.as_ptr();
+    let keep = if F::IS_Q4_1 {
+        _mm_set1_epi32(-1)
+    } else {
+        _mm_set1_epi32(0xFFFF)
+    };
+    // The four rows' (d, m) f16 pairs of block `blk` (< b0 + nb).
+    let head = |blk: usize| {
+        let o = blk * bs;
+        // SAFETY: r·rb + blk·bs + 4 ≤ 4·rb ≤ group.len() (checked above).
+        let rd = |r: usize| unsafe { base_ptr.add(r * rb + o).cast::<i32>().read_unaligned() };
+        _mm256_cvtepu16_epi32(_mm_and_si128(
+            _mm_setr_epi32(rd(0), rd(1), rd(2), rd(3)),
+            keep,
+        ))
+    };
+    let zero = _mm256_setzero_si256();
+    let (_, rel0, _) = f16_rel8(head(b0), zero);
+    let margin = lane_pairs(MARGIN_D, MARGIN_M);
+    let base1 = _mm256_max_epi32(_mm256_sub_epi32(rel0, margin), _mm256_set1_epi32(1));
+    let mut hi = zero;
+    let mut bad = zero;
+    let z = _mm512_setzero_si512();
+    let mut acc_d = [z; N];
+    let mut acc_m = [z; N];
+    let mask = _mm512_set1_epi8(0x0F);
+    let c16 = _mm512_set1_epi8(16);
+    // 64-bit shift counts: qwords 2, 3, 6, 7 (the high nibbles' 128-bit lanes) by 4.
+    let nib_shift = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
+    let dup_lanes = _mm512_setr_epi64(0, 1, 0, 1, 2, 3, 2, 3);
+    let six = _mm512_set1_epi64(63);
+    let idx_sum = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 8, 8, 9, 9, 10, 10, 11, 11);
+    let idx_dm = halves_of(dw(core::mem::offset_of!(ActScale, dm)));
+    let idx_sm = halves_of(dw(core::mem::offset_of!(ActScale, sm)));
+    let idx_drel = halves_of(dw(core::mem::offset_of!(ActScale, drel)));
+    let idx_srel = halves_of(dw(core::mem::offset_of!(ActScale, srel)));
+    // Even dwords only: the shift counts' high halves zero.
+    let even: __mmask16 = 0x5555;
+    for b in (0..nb).step_by(2) {
+        let two = b + 1 < nb;
+        let blk = b0 + b;
+        let (wm0, rel0, bad0) = f16_rel8(head(blk), base1);
+        bad = _mm256_or_si256(bad, bad0);
+        hi = _mm256_max_epu32(hi, rel0);
+        let (wm1, rel1) = if two {
+            let (wm1, rel1, bad1) = f16_rel8(head(blk + 1), base1);
+            bad = _mm256_or_si256(bad, bad1);
+            hi = _mm256_max_epu32(hi, rel1);
+            (wm1, rel1)
+        } else {
+            (zero, zero)
+        };
+        // Lanes [b: rows 0–3 | b + 1: rows 0–3]: mantissas (d low dword, m
+        // high) and shifts.
+        let wm = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(wm0), wm1);
+        let wr = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(rel0), rel1);
+        let wrd = _mm512_and_si512(wr, six);
+        let wmm = _mm512_srli_epi64::<32>(wm);
+        let wrm = _mm512_and_si512(_mm512_srli_epi64::<32>(wr), six);
+        let at = |r: usize, k: usize, o: usize| r * rb + (blk + k) * bs + o;
+        // Prefetch the next group's share of these two blocks (as in
+        // `fused_vnni`, one block's share at a time).
+        for k in 0..2 {
+            let next = ROW_GROUP * rb + ROW_GROUP * bs * (blk + k);
+            for o in (0..ROW_GROUP * bs).step_by(64) {
+                _mm_prefetch::<_MM_HINT_T0>(base_ptr.wrapping_add(next + o).cast());
+            }
+        }
+        // 16 bytes at `at(r, k, o)`, zero for the missing second block.
+        let ld16 = |r: usize, k: usize, o: usize| {
+            if k == 0 || two {
+                // SAFETY: at(r, k, o) + 16 ≤ at(r, k, bs) ≤ 4·rb ≤ group.len()
+                // (o + 16 ≤ bs for Q4_1 and Q5_0; block blk + k < b0 + nb).
+                unsafe { _mm_loadu_si128(base_ptr.add(at(r, k, o)).cast()) }
+            } else {
+                _mm_setzero_si128()
+            }
+        };
+        // The 16 nibble bytes of both blocks: low nibbles then high ones of b,
+        // then of b + 1.
+        let nibbles = |r: usize, o: usize| {
+            let q =
+                _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(ld16(r, 0, o)), ld16(r, 1, o));
+            let q = _mm512_permutexvar_epi64(dup_lanes, _mm512_castsi256_si512(q));
+            _mm512_and_si512(_mm512_srlv_epi64(q, nib_shift), mask)
+        };
+        // Per row: unsigned bytes and the mask of bytes whose activation is
+        // negated.
+        let (w, neg): ([__m512i; 4], [__mmask64; 4]) = if F::IS_Q4_1 {
+            (core::array::from_fn(|r| nibbles(r, 4)), [0; 4])
+        } else if F::IS_Q5_0 {
+            let qh = |r: usize, k: usize| {
+                if k == 0 || two {
+                    // SAFETY: at(r, k, 2) + 4 ≤ at(r, k, bs) ≤ 4·rb ≤ group.len().
+                    unsafe { base_ptr.add(at(r, k, 2)).cast::<u32>().read_unaligned() as u64 }
+                } else {
+                    0
+                }
+            };
+            let neg: [__mmask64; 4] = core::array::from_fn(|r| !(qh(r, 0) | (qh(r, 1) << 32)));
+            let w = core::array::from_fn(|r| {
+                let nib = nibbles(r, 6);
+                // Set bit: q - 16 = nibble; clear: -(16 - nibble).
+                _mm512_mask_sub_epi8(nib, neg[r], c16, nib)
+            });
+            (w, neg)
+        } else {
+            let x: [__m512i; 4] = core::array::from_fn(|r| {
+                // SAFETY: at(r, k, 2) + 32 = at(r, k, bs) ≤ 4·rb ≤ group.len()
+                // for k = 0 and, if `two`, k = 1.
+                let lo = unsafe { _mm256_loadu_si256(base_ptr.add(at(r, 0, 2)).cast()) };
+                let up = if two {
+                    // SAFETY: as above.
+                    unsafe { _mm256_loadu_si256(base_ptr.add(at(r, 1, 2)).cast()) }
+                } else {
+                    zero
+                };
+                _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), up)
+            });
+            (
+                core::array::from_fn(|r| _mm512_abs_epi8(x[r])),
+                core::array::from_fn(|r| _mm512_movepi8_mask(x[r])),
+            )
+        };
+        for j in 0..N {
+            if j >= n {
+                break;
+            }
+            // SAFETY: j < n, b + 1 < nb when `two` (else only b < nb), and
+            // `in_bounds` checked t.qs[j].len() ≥ nb·QK and t.sc[j].len() ≥
+            // nb: 64 (32) bytes of activations and two (one) scales there.
+            let (y, a) = unsafe {
+                let yp = t.qs[j].as_ptr().add(b * QK);
+                let ap = t.sc[j].as_ptr().add(b);
+                if two {
+                    (_mm512_loadu_si512(yp.cast()), _mm512_loadu_si512(ap.cast()))
+                } else {
+                    (
+                        _mm512_zextsi256_si512(_mm256_loadu_si256(yp.cast())),
+                        _mm512_zextsi256_si512(_mm256_loadu_si256(ap.cast())),
+                    )
+                }
+            };
+            let d = |r: usize| {
+                let yr = if F::IS_Q4_1 {
+                    y
+                } else {
+                    _mm512_mask_sub_epi8(y, neg[r], z, y)
+                };
+                _mm512_dpbusd_epi32(z, w[r], yr)
+            };
+            let (p0, p1, p2, p3) = (d(0), d(1), d(2), d(3));
+            let t01 =
+                _mm512_add_epi32(_mm512_unpacklo_epi32(p0, p1), _mm512_unpackhi_epi32(p0, p1));
+            let t23 =
+                _mm512_add_epi32(_mm512_unpacklo_epi32(p2, p3), _mm512_unpackhi_epi32(p2, p3));
+            let h = _mm512_add_epi32(
+                _mm512_unpacklo_epi64(t01, t23),
+                _mm512_unpackhi_epi64(t01, t23),
+            );
+            // 128-bit lane pairs (0, 1) and (2, 3) hold one block each.
+            let h = _mm512_add_epi32(h, _mm512_shuffle_i64x2::<0b10_11_00_01>(h, h));
+            let sumi = _mm512_permutexvar_epi32(idx_sum, h);
+            let c = _mm512_mul_epi32(wm, _mm512_permutexvar_epi32(idx_dm, a));
+            let sh = _mm512_add_epi64(wrd, _mm512_maskz_permutexvar_epi32(even, idx_drel, a));
+            let td = _mm512_mul_epi32(sumi, c);
+            acc_d[j] = _mm512_add_epi64(acc_d[j], _mm512_sllv_epi64(td, _mm512_and_si512(sh, six)));
+            if F::IS_Q4_1 {
+                let cm = _mm512_mul_epi32(wmm, _mm512_permutexvar_epi32(idx_sm, a));
+                let shm = _mm512_add_epi64(wrm, _mm512_maskz_permutexvar_epi32(even, idx_srel, a));
+                acc_m[j] =
+                    _mm512_add_epi64(acc_m[j], _mm512_sllv_epi64(cm, _mm512_and_si512(shm, six)));
+            }
+        }
+    }
+    let (hi, base1, badv) = (to_u32x8(hi), to_u32x8(base1), to_u32x8(bad));
+    let fold =
+        |v: __m512i| _mm256_add_epi64(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64::<1>(v));
+    for j in 0..n {
+        res[j] = chunk_result::<F>(&t.ch[j], &hi, &base1, &badv, fold(acc_d[j]), fold(acc_m[j]));
+    }
+    res
+}
 
 /// The 32 bits of `qh` as 32 bytes, byte `i` all ones where bit `i` is set
 /// and zero where it is clear: byte `i` gets byte `i / 8` of `qh`
