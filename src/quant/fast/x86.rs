@@ -258,6 +258,29 @@ fn tile_avx2<F: Format>(
     fused_avx2::<F, ACT_TILE>(group, rb, b0, nb, t)
 }
 
+/// Whether a chunk kernel may read blocks `b0..b0 + nb` (of `bs` bytes) of
+/// the four weight rows at stride `rb` in `group` and the tile's input rows:
+/// every offset fits an `i32`, the rows and blocks lie inside `group`, the
+/// chunk is non-empty and at most [`CHUNK_BLOCKS`], and every input row has
+/// `nb` blocks of values and scales. The bound the kernels' loads rely on.
+#[inline(always)]
+fn tile_in_bounds<const N: usize>(
+    group: &[u8],
+    rb: usize,
+    (b0, nb): (usize, usize),
+    bs: usize,
+    t: &ActTile<'_, N>,
+) -> bool {
+    let n = t.n.min(N);
+    rb <= (i32::MAX as usize) / 4
+        && group.len() >= ROW_GROUP * rb
+        && (b0 + nb) * bs <= rb
+        && nb > 0
+        && nb <= CHUNK_BLOCKS
+        && n >= 1
+        && (0..n).all(|j| t.qs[j].len() >= nb * QK && t.sc[j].len() >= nb)
+}
+
 /// Byte dot of one weight row's block with the activations, as 8 `i32`
 /// lanes: `vpmaddubsw` pairs (never saturating, see the module docs) summed
 /// by `vpmaddwd`.
@@ -420,14 +443,7 @@ macro_rules! fused_kernel {
             let bs: usize = F::BLOCK_BYTES;
             let mut res = [ChunkSums::NOT_COMPUTED; N];
             let n = t.n.min(N);
-            let in_bounds = rb <= (i32::MAX as usize) / 4
-                && group.len() >= ROW_GROUP * rb
-                && (b0 + nb) * bs <= rb
-                && nb > 0
-                && nb <= CHUNK_BLOCKS
-                && n >= 1
-                && (0..n).all(|j| t.qs[j].len() >= nb * QK && t.sc[j].len() >= nb);
-            if !in_bounds {
+            if !tile_in_bounds(group, rb, (b0, nb), bs, t) {
                 return res;
             }
             let base_ptr = group.as_ptr();
@@ -703,14 +719,7 @@ fn tile_vnni512<F: Format>(
     let bs: usize = F::BLOCK_BYTES;
     let mut res = [ChunkSums::NOT_COMPUTED; N];
     let n = t.n.min(N);
-    let in_bounds = rb <= (i32::MAX as usize) / 4
-        && group.len() >= ROW_GROUP * rb
-        && (b0 + nb) * bs <= rb
-        && nb > 0
-        && nb <= CHUNK_BLOCKS
-        && n >= 1
-        && (0..n).all(|j| t.qs[j].len() >= nb * QK && t.sc[j].len() >= nb);
-    if !in_bounds {
+    if !tile_in_bounds(group, rb, (b0, nb), bs, t) {
         return res;
     }
     let base_ptr = group.as_ptr();
