@@ -16,10 +16,16 @@
 //! docs' list). A region is published to the workers as a type-erased pointer to
 //! a [`Region`] on the caller's stack, with a lifetime the compiler cannot
 //! see. It is sound because:
-//! * [`ThreadPool::for_each_chunk`] does not return (or unwind) before every
-//!   worker has reported, through `done`, that it has stopped touching the
-//!   region, and a worker reads the region pointer only after seeing the new
-//!   generation number and before reporting;
+//! * a worker touches a region only after joining it, and joins only while
+//!   the region is open: one compare-and-swap on `entry` that fails once the
+//!   caller has closed it. [`ThreadPool::for_each_chunk`] closes the region
+//!   after running out of chunks itself, which tells it how many workers
+//!   joined, and does not return (or unwind) before that many have reported,
+//!   through `done`, that they stopped touching it. A worker that joined
+//!   read `ctx` and `run` after its join, so it sees this region's; one that
+//!   comes late finds the region closed and leaves it alone. So the caller
+//!   never waits for a worker that is not running (on a busy machine, a
+//!   worker the OS has not scheduled yet);
 //! * chunk `i` is built from the raw parts of `data` only by the thread whose
 //!   `fetch_add` returned `i`, so the `&mut` chunks are disjoint and in bounds
 //!   (`i < n_chunks`, the last chunk clipped to the slice's end);
@@ -112,7 +118,10 @@ struct Shared {
     run: Mutex<Option<RunFn>>,
     /// Next chunk index to claim.
     next: AtomicUsize,
-    /// Workers finished with the current generation.
+    /// Workers that joined the current region (low bits), and [`CLOSED`]
+    /// once the caller has closed it to latecomers.
+    entry: AtomicUsize,
+    /// Workers finished with the current region (each one that joined).
     done: AtomicUsize,
     /// A worker's closure panicked in the current region.
     panicked: AtomicBool,
@@ -125,6 +134,9 @@ struct Shared {
     lock: Mutex<()>,
     wake: Condvar,
 }
+
+/// The bit of `Shared::entry` that closes a region to joining workers.
+const CLOSED: usize = 1 << (usize::BITS - 1);
 
 /// A pool of `n - 1` worker threads plus the calling thread (feature `std`).
 pub struct ThreadPool {
@@ -143,6 +155,7 @@ impl ThreadPool {
             ctx: AtomicPtr::new(core::ptr::null_mut()),
             run: Mutex::new(None),
             next: AtomicUsize::new(0),
+            entry: AtomicUsize::new(CLOSED),
             done: AtomicUsize::new(0),
             panicked: AtomicBool::new(false),
             quit: AtomicBool::new(false),
@@ -206,17 +219,36 @@ fn wait_for_work(s: &Shared, seen: usize) -> Option<usize> {
     }
 }
 
+/// Joins the open region, if one is open: whether this worker may run it
+/// (and must then report through `done`).
+fn join(s: &Shared) -> bool {
+    let mut e = s.entry.load(Relaxed);
+    loop {
+        if e & CLOSED != 0 {
+            return false;
+        }
+        match s.entry.compare_exchange(e, e + 1, Acquire, Relaxed) {
+            Ok(_) => return true,
+            Err(now) => e = now,
+        }
+    }
+}
+
 fn worker(s: &Shared) {
     // Generation 0 is the pool's start: a region published before this
     // thread got here is still seen as new.
     let mut seen = 0;
     while let Some(g) = wait_for_work(s, seen) {
         seen = g;
+        if !join(s) {
+            continue;
+        }
         let run = *s.run.lock().unwrap_or_else(|e| e.into_inner());
         let ctx = s.ctx.load(Acquire);
         if let Some(run) = run {
-            // SAFETY: `ctx` and `run` were published together for generation
-            // `g`; the caller waits for our `done` before the region dies.
+            // SAFETY: `ctx` and `run` were published before the region
+            // opened, and this worker joined it while open; the caller waits
+            // for every joined worker's `done` before the region dies.
             let r = catch_unwind(AssertUnwindSafe(|| unsafe { run(ctx, &s.next) }));
             if r.is_err() {
                 s.panicked.store(true, Release);
@@ -261,14 +293,19 @@ impl Parallel for ThreadPool {
         s.next.store(0, Relaxed);
         s.done.store(0, Relaxed);
         s.panicked.store(false, Relaxed);
+        // Open to joining workers (it was closed since the last region).
+        s.entry.store(0, Release);
         s.generation.fetch_add(1, SeqCst);
         self.wake_all();
         // SAFETY: `region` lives on this frame until every worker is done.
         let mine = catch_unwind(AssertUnwindSafe(|| unsafe {
             run_chunks::<T>(ctx, &s.next)
         }));
+        // No chunk is left to claim: close the region, then wait for the
+        // workers that joined it.
+        let joined = s.entry.fetch_or(CLOSED, AcqRel) & !CLOSED;
         let mut round = 0u32;
-        while s.done.load(Acquire) < self.workers.len() {
+        while s.done.load(Acquire) < joined {
             backoff(round);
             round = round.saturating_add(1);
         }

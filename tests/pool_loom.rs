@@ -15,8 +15,9 @@
 //!   chunk wrote; loom reports a race if any worker access is not ordered
 //!   before the return;
 //! * no lost wake-up and no deadlock: a worker that starts late, spins, or is
-//!   asleep when a region (or the pool's drop) is published still takes part,
-//!   or loom reports a deadlock;
+//!   asleep when a region (or the pool's drop) is published either joins it
+//!   while it is open or finds it closed and leaves it alone, or loom reports
+//!   a deadlock; a worker that joined is waited for;
 //! * a panic in a chunk, on whichever thread ran it, is re-raised on the
 //!   caller, and the pool still runs the next region.
 #![cfg(all(loom, feature = "std"))]
