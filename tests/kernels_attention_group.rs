@@ -34,6 +34,11 @@ fn f16_of(bits: u32, lo: u32, span: u32) -> u16 {
 /// and then a zero, or (if `nonfinite`) ±∞/NaN.
 fn row(next: &mut dyn FnMut() -> u32, n: usize, wide: u32, nonfinite: bool) -> Vec<u16> {
     let span = 1 + next() % wide;
+    row_of_span(next, n, span, nonfinite)
+}
+
+/// A row of `n` values of exponent range `span` (see [`row`]).
+fn row_of_span(next: &mut dyn FnMut() -> u32, n: usize, span: u32, nonfinite: bool) -> Vec<u16> {
     let lo = next() % (32 - span);
     (0..n)
         .map(|_| match next() % 200 {
@@ -48,16 +53,25 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
     #[test]
     fn grouped_equals_per_head(
-        n_kv in 1usize..3, group in 1usize..9, hd_blocks in 1usize..9, n_ctx in 1usize..80,
+        n_kv in 1usize..3, group in 1usize..9, hd_blocks in 1usize..9, n_ctx in 1usize..120,
         seed in any::<u64>(), wide in 1u32..31, nonfinite in proptest::bool::weighted(0.1),
-        q_scale in 0u32..20, q_wide in 1u32..24,
+        q_scale in 0u32..20, q_wide in 1u32..24, k_misses in 0u32..5,
     ) {
         let hd = hd_blocks * 8;
         let n_head = n_kv * group;
         let mut s = seed;
         let mut next = || { s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407); (s >> 32) as u32 };
         let rows = Rows {
-            k: (0..n_ctx).map(|_| row(&mut next, n_kv * hd, wide, nonfinite)).collect(),
+            // A share `k_misses / 4` of the K rows spans 28 binades, more than
+            // the fixed-point window of any head_dim: enough misses that the
+            // grouped path sends them to the class sums in several batches.
+            k: (0..n_ctx)
+                .map(|_| if next() % 4 < k_misses {
+                    row_of_span(&mut next, n_kv * hd, 28, nonfinite)
+                } else {
+                    row(&mut next, n_kv * hd, wide, nonfinite)
+                })
+                .collect(),
             v: (0..n_ctx).map(|_| row(&mut next, n_kv * hd, wide, nonfinite)).collect(),
         };
         let q: Vec<F32> = (0..n_head * hd)

@@ -188,7 +188,7 @@ fn group_f16<K: KvRead + ?Sized>(
     }
     let qx = &qx[..group * hd];
     let mut x = [0i32; MAX_HEAD_DIM];
-    // K rows left out, for the class path (past MISS_LIST, it rechecks all).
+    // K rows left out, for the class path (in batches of MISS_LIST).
     let mut miss = [0u32; MISS_LIST];
     let mut n_miss = 0;
     for t in (0..n_ctx).filter(|_| q_fits) {
@@ -202,6 +202,11 @@ fn group_f16<K: KvRead + ?Sized>(
                 *m = t as u32;
             }
             n_miss += 1;
+            if n_miss == MISS_LIST {
+                let rows = &mut miss.iter().map(|&t| t as usize);
+                qk_classes(qb, kv, k0, n_ctx, (group, hd), rows, scores)?;
+                n_miss = 0;
+            }
             continue;
         };
         for gi in 0..group {
@@ -215,12 +220,10 @@ fn group_f16<K: KvRead + ?Sized>(
     }
     let gh = (group, hd);
     if !q_fits {
-        qk_classes(qb, kv, k0, n_ctx, gh, &mut (0..n_ctx), None, scores)?;
-    } else if n_miss > MISS_LIST {
-        qk_classes(qb, kv, k0, n_ctx, gh, &mut (0..n_ctx), Some(qx), scores)?;
+        qk_classes(qb, kv, k0, n_ctx, gh, &mut (0..n_ctx), scores)?;
     } else if n_miss > 0 {
         let rows = &mut miss[..n_miss].iter().map(|&t| t as usize);
-        qk_classes(qb, kv, k0, n_ctx, gh, rows, None, scores)?;
+        qk_classes(qb, kv, k0, n_ctx, gh, rows, scores)?;
     }
     if n_ctx > 0 {
         for sh in scores.chunks_exact_mut(n_ctx) {
@@ -360,13 +363,13 @@ fn classes_finish([b0, b1, b2]: [i64; 3], nonfinite: bool) -> F32 {
     acc.finish()
 }
 
-/// K rows [`group_f16`]'s fixed-point pass lists before it rechecks them
-/// all.
+/// K rows [`group_f16`]'s fixed-point pass leaves out, collected and sent
+/// to [`qk_classes`] this many at a time.
 const MISS_LIST: usize = 32;
 
 /// The scores of K rows `rows` by exponent-class sums (`qb`: the group's q
-/// rows as binary16), except those that fit the fixed-point pass with `qx`
-/// if given (already done).
+/// rows as binary16): the q rows split by class once, then each K row by
+/// [`qk_class_row`] (the CPU's widest build).
 #[inline(never)]
 #[allow(clippy::too_many_arguments)]
 fn qk_classes<K: KvRead + ?Sized>(
@@ -376,29 +379,66 @@ fn qk_classes<K: KvRead + ?Sized>(
     n_ctx: usize,
     (group, hd): (usize, usize),
     rows: &mut dyn Iterator<Item = usize>,
-    qx: Option<&[i32]>,
     scores: &mut [F32],
 ) -> Result<()> {
-    let fns = row_fns();
-    let (mut q0, mut q1) = ([0i32; MAX_HEAD_DIM], [0i32; MAX_HEAD_DIM]);
-    let (mut r0, mut r1) = ([0i32; MAX_HEAD_DIM], [0i32; MAX_HEAD_DIM]);
+    let class_row = qk_class_builds::best_fn();
+    let mut q0 = [0i32; MAX_GROUP * MAX_HEAD_DIM];
+    let mut q1 = [0i32; MAX_GROUP * MAX_HEAD_DIM];
+    let (q0, q1) = (&mut q0[..group * hd], &mut q1[..group * hd]);
+    let mut q_bad = [false; MAX_GROUP];
+    for (gi, qh) in qb.chunks_exact(hd).enumerate().take(group) {
+        let at = gi * hd..(gi + 1) * hd;
+        q_bad[gi] = split_row(qh, &mut q0[at.clone()], &mut q1[at]);
+    }
+    let mut r = [0i32; 2 * MAX_HEAD_DIM];
     for t in rows {
         let KvSlice::F16(k) = kv.k(t) else {
             return Err(F16_EXPECTED);
         };
         let k = k.get(k0..k0 + hd).ok_or(short_row(k0 + hd, k.len()))?;
-        let mut dots = [0i64; MAX_GROUP];
-        if qx.is_some_and(|qx| (fns.qk)(k, qx, &mut r0, &mut dots[..group]).is_some()) {
-            continue;
-        }
-        let k_bad = split_row(k, &mut r0[..hd], &mut r1[..hd]);
-        for (gi, qh) in qb.chunks_exact(hd).enumerate().take(group) {
-            let q_bad = split_row(qh, &mut q0[..hd], &mut q1[..hd]);
-            let b = dot_classes(&q0[..hd], &q1[..hd], &r0[..hd], &r1[..hd]);
-            scores[gi * n_ctx + t] = classes_finish(b, q_bad | k_bad);
+        let mut sums = [[0i64; 3]; MAX_GROUP];
+        let k_bad = class_row(k, q0, q1, &mut r, &mut sums[..group])
+            .ok_or(short_row(group * hd, q0.len()))?;
+        for (gi, &b) in sums.iter().enumerate().take(group) {
+            scores[gi * n_ctx + t] = classes_finish(b, q_bad[gi] | k_bad);
         }
     }
     Ok(())
+}
+
+crate::simd::multiversion! {
+    /// Builds of [`qk_class_row`].
+    mod qk_class_builds = qk_class_row(k: &[u16], q0: &[i32], q1: &[i32], r: &mut [i32], sums: &mut [[i64; 3]]) -> Option<bool>;
+}
+
+/// One K row `k` (head_dim values) against the group's q rows split by
+/// class (`q0`, `q1`: `sums.len()` rows of head_dim, [`split_row`]): `k`
+/// split into the scratch `r` (`2·hd`), then each head's three class sums
+/// ([`dot_classes`]). `Some(bad)` (`k` has ±∞ or NaN), or `None` (nothing
+/// written) when the lengths do not match.
+#[inline(always)]
+pub(crate) fn qk_class_row(
+    k: &[u16],
+    q0: &[i32],
+    q1: &[i32],
+    r: &mut [i32],
+    sums: &mut [[i64; 3]],
+) -> Option<bool> {
+    let hd = k.len();
+    if q0.len() != sums.len() * hd || q1.len() != q0.len() || r.len() < 2 * hd {
+        return None;
+    }
+    let (r0, r1) = r.split_at_mut(hd);
+    let r1 = &mut r1[..hd];
+    let bad = split_row(k, r0, r1);
+    for ((s, a0), a1) in sums
+        .iter_mut()
+        .zip(q0.chunks_exact(hd))
+        .zip(q1.chunks_exact(hd))
+    {
+        *s = dot_classes(a0, a1, r0, r1);
+    }
+    Some(bad)
 }
 
 /// [`group_f16`]'s outputs when its fixed-point pass left out V rows (all
