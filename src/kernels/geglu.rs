@@ -38,7 +38,11 @@ crate::simd::multiversion! {
 #[inline(always)]
 pub(crate) fn geglu_body(gate: &mut [F32], up: &[F32]) {
     for g in gate.chunks_mut(BLOCK) {
-        sigmoid_gate_block(g, gelu_neg_2u_block);
+        sigmoid_gate_block(
+            g,
+            #[inline(always)]
+            |x: &[F32], t: &mut [F32]| gelu_neg_2u_block(x, t),
+        );
     }
     mul_assign_body(gate, up);
 }
