@@ -79,14 +79,33 @@ pub fn matmul<P: Parallel>(
     let scratch = &*scratch;
     let rows_per = m.div_ceil(par.threads().max(1)).max(1);
     par.for_each_chunk(out, rows_per * w.n_out, &|ci, rows_out| {
-        for (i, row) in rows_out.chunks_exact_mut(w.n_out).enumerate() {
-            let r = ci * rows_per + i;
-            for (o, v) in row.iter_mut().enumerate() {
-                *v = scratch[o * m + r];
-            }
-        }
+        transpose_rows(scratch, m, ci * rows_per, rows_out, w.n_out);
     });
     Ok(())
+}
+
+/// Side of the square tiles [`transpose_rows`] copies: 16 `F32`, one cache
+/// line of a scratch column and of an output row.
+const TILE: usize = 16;
+
+/// Output rows `r0..` of `out` (rows of `n_out`) from the scratch `src`
+/// laid out `(n_out, m)`: `out[i][o] = src[o·m + r0 + i]`. Tile by tile, so
+/// that both sides are read and written a cache line at a time (element by
+/// element, each read of a prefill's scratch was a new line).
+fn transpose_rows(src: &[F32], m: usize, r0: usize, out: &mut [F32], n_out: usize) {
+    let n_rows = out.len() / n_out.max(1);
+    for ob in (0..n_out).step_by(TILE) {
+        let oe = (ob + TILE).min(n_out);
+        for ib in (0..n_rows).step_by(TILE) {
+            let ie = (ib + TILE).min(n_rows);
+            for o in ob..oe {
+                let col = &src[o * m + r0 + ib..o * m + r0 + ie];
+                for (i, &v) in (ib..ie).zip(col) {
+                    out[i * n_out + o] = v;
+                }
+            }
+        }
+    }
 }
 
 /// One thread's rows of every output of [`fused_matvecs`]: entry `k` is its
