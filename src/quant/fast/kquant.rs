@@ -41,7 +41,7 @@
 //! The bodies are portable Rust written for auto-vectorization; the
 //! crate's `multiversion!` compiles each for AVX2 and AVX-512 (same
 //! operations, same bits). On x86-64 with `std`, Q4_K and Q6_K use
-//! hand-written builds instead (`super::x86`): the per-sub-block integer
+//! hand-written builds instead (`super::x86_kquant`): the per-sub-block integer
 //! sums by AVX2 intrinsics (the auto-vectorized bodies spent most of their
 //! time in one horizontal reduction per sub-block), and `I` and `M` above
 //! in vectors — the same integers, then the same `i128` steps. That expansion is this file's only `unsafe`
@@ -303,10 +303,10 @@ pub(crate) fn row_kernels(ty: GgmlType) -> Option<(RowFn, [Option<RowFn>; 2])> {
 }
 
 /// The hand-written builds of `ty`'s row kernel (x86-64 with `std`: Q4_K
-/// and Q6_K, in [`super::x86`]) where this CPU runs them, else `builds`.
+/// and Q6_K, in [`super::x86_kquant`]) where this CPU runs them, else `builds`.
 fn hand_or(ty: GgmlType, builds: [Option<RowFn>; 2]) -> [Option<RowFn>; 2] {
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    if let Some(hand) = super::x86::kquant_builds(ty) {
+    if let Some(hand) = super::x86_kquant::kquant_builds(ty) {
         return hand;
     }
     let _ = ty;

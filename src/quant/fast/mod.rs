@@ -62,6 +62,8 @@ use crate::simd::Level;
 pub mod kquant;
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
 mod x86;
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+mod x86_kquant;
 
 /// Weight rows the blocked kernels process together.
 pub const ROW_GROUP: usize = 4;
@@ -576,7 +578,7 @@ fn kquant_rows(
     };
     let nb = w.n_in / QK;
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    let tile = x86::kquant_tile(w.ty, build);
+    let tile = x86_kquant::kquant_tile(w.ty, build);
     #[cfg(not(all(feature = "std", target_arch = "x86_64")))]
     let tile: Option<kquant::TileFn> = None;
     let fits = |a: &ActRow<'_>| a.qs.len() == w.n_in && a.sc.len() == nb;
