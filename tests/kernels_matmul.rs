@@ -15,7 +15,9 @@
 //! "Blocked" covers whole groups of [`ROW_GROUP`] rows; the rows past the
 //! last whole group always go through `dot_row`. Q4_K and Q6_K on a SIMD
 //! build with several input rows run whole tiles of [`TILE`] weight rows
-//! through the x86 tile kernel (asserted too: `RowsRun::tiled_rows`). For the formats without a
+//! through the x86 tile kernel (asserted too: `RowsRun::tiled_rows`; on
+//! `Auto` with AVX-512 VNNI the tile of four weight rows by up to eight
+//! input rows, reported as that build). For the formats without a
 //! blocked kernel the four paths are the same code, so their comparison
 //! here only checks `dot_row` against the batched `matmul`.
 mod support;
@@ -140,15 +142,22 @@ fn expected_run(ty: GgmlType, path: KernelPath, n_rows: usize, m: usize) -> Rows
         _ => Level::Portable,
     };
     // Q4_K and Q6_K on a SIMD build with several input rows: whole tiles of
-    // weight rows through the tile kernel.
+    // weight rows through the tile kernel, on `Auto` the VNNI one (four
+    // weight rows by up to eight input rows) where the CPU has it.
     let tiled = matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K)
         && build >= Level::Avx2
         && blocked_rows > 0
         && m > 1;
+    let tiled_rows = if tiled { n_rows / TILE * TILE } else { 0 };
+    let build = if tiled_rows > 0 && path == KernelPath::Auto && level() == Level::Avx512Vnni {
+        Level::Avx512Vnni
+    } else {
+        build
+    };
     RowsRun {
         blocked_rows,
         build,
-        tiled_rows: if tiled { n_rows / TILE * TILE } else { 0 },
+        tiled_rows,
     }
 }
 

@@ -1,9 +1,11 @@
 //! The hand-written x86 builds of the Q4_K / Q6_K row kernels of
 //! [`super::kquant`] (x86-64, feature `std`; the builds chosen by
 //! [`crate::simd::level`]): one weight row against one input row
-//! ([`kquant_builds`]), and with several input rows four weight rows at a
-//! time against one input row ([`kquant_tile`]), in AVX2 intrinsics (also
-//! compiled with the AVX-512 features, as `multiversion!` does).
+//! ([`kquant_builds`]); with several input rows four weight rows at a time
+//! against one input row ([`kquant_tile`]), in AVX2 intrinsics (also
+//! compiled with the AVX-512 features, as `multiversion!` does); and on
+//! AVX-512 VNNI four weight rows against up to [`ACT_TILE`] input rows
+//! ([`kquant_tile_vnni`]: [`q4_k_tile_vnni`], [`q6_k_tile_vnni`]).
 //!
 //! Contract: they compute exactly the `i32` sub-block sums and the `i64`
 //! super-block sums of [`super::kquant`]'s portable bodies, then the same
@@ -13,20 +15,51 @@
 //! that they read only their inputs (guard pages), `tests/quant_exact.rs`
 //! extreme blocks.
 //!
+//! ## The VNNI tile, and why it is exact
+//!
+//! Per super-block the four weight rows are decoded once for every input
+//! row of the tile: each row's 256 values as four 64-byte vectors laid out
+//! as the activations are (vector `c`: elements `64c..64c + 64`, sub-blocks
+//! `2c` and `2c + 1`; Q4_K: the nibbles, Q6_K: `q + 32` in `0..=63`), the
+//! scales in the lane order the reduction produces (lane `4(j − 4h) + r` of
+//! vector `h`: sub-block `j`, weight row `r`), and the `f16` scales. Per
+//! input row its terms are taken once for the four rows ([`ActTerms`]:
+//! `base`, `spread`, `am_j`, `rel_j`, `bsum_j` in that lane order), then per
+//! 64 activations one load and four `vpdpbusd` (one per weight row; each
+//! `i32` lane the sum of four products: Q4_K `≤ 4·15·127`; Q6_K, added to
+//! `−32·Σ y` of the same four activations, `|Σ q·y| ≤ 4·32·127`: no lane
+//! comes near 2^31), one reduction of the four rows' dots together
+//! ([`reduce4`], [`pair_halves`]: the sub-block sums `sumq_j` of
+//! `q4_5_k_sumq`, `≤ 32·15·127 < 2^16`, resp. per 16-element half
+//! `|Σ q·y| ≤ 16·32·127 < 2^16`, times the half's signed scale `< 2^23`,
+//! the two halves added: `sumi_j` of `q6_k_sumi`, `< 2^24`), and, within the
+//! limit on `spread` ([`kquant::LIM_Q4_K`], [`kquant::LIM_Q6_K`]), the
+//! `i64` sums `I` (and Q4_K's `M`) of [`super::kquant`] by [`row_sums`]:
+//! `sc·sumq < 2^22` and `mn·bsum < 2^18` in `i32` lanes, times `am` (`< 2^11`)
+//! by `vpmuldq` in `i64`, shifted by `rel ≤ spread` (`vpsllvq`), each `i64`
+//! lane a partial sum of one row's terms and so below the table's `2^62`.
+//! Then per cell the same `i128` steps as the portable body; beyond the
+//! limit, per sub-block in `i128` as there. Integer addition being
+//! associative, every cell is the portable body's integer.
+//!
 //! ## Unsafe review
 //! * Every `unsafe` block is a call of a `#[target_feature]` function, made
-//!   only through a function pointer that [`kquant_builds`] or
-//!   [`kquant_tile`] hands out after [`crate::simd::level`] confirmed each
-//!   of its features ([`Level::Avx2`]: AVX2, BMI1, BMI2, LZCNT;
-//!   [`Level::Avx512`]: those and AVX-512 F, CD, VL, DQ, BW), or an
-//!   unaligned load or store.
+//!   only through a function pointer that [`kquant_builds`],
+//!   [`kquant_tile`] or [`kquant_tile_vnni`] hands out after
+//!   [`crate::simd::level`] confirmed each of its features
+//!   ([`Level::Avx2`]: AVX2, BMI1, BMI2, LZCNT; [`Level::Avx512`]: those
+//!   and AVX-512 F, CD, VL, DQ, BW; [`Level::Avx512Vnni`]: those and
+//!   VNNI), or an unaligned load or store.
 //! * Loads read from slices whose length is asserted at the load
-//!   ([`load32`]); stores write local arrays of the stored size.
+//!   ([`load32`], [`load64`]; the VNNI tile's callers pass whole
+//!   super-blocks as arrays, `&[u8; 144]`, `&[u8; 210]`, `&[i8; 256]`, and
+//!   the eight block scales as their 256 bytes); stores write local arrays
+//!   of the stored size.
 //! * No pointer arithmetic beyond those checked slices, no writes through
 //!   pointers, no uninitialised memory.
 #![allow(unsafe_code)]
 
-use super::kquant;
+use super::{ACT_TILE, kquant};
 use crate::quant::GgmlType;
 use crate::quant::act::{ActRow, ActScale, FLAG_D_NONFINITE};
 use crate::quant::block::QK_K;
@@ -504,4 +537,578 @@ fn q6_k_tile_avx2_entry(rows: [&[u8]; kquant::TILE], a: &ActRow<'_>) -> [ExactAc
 fn q6_k_tile_avx512_entry(rows: [&[u8]; kquant::TILE], a: &ActRow<'_>) -> [ExactAcc; kquant::TILE] {
     // SAFETY: as in `q4_k_tile_avx512_entry`.
     unsafe { q6_k_tile_avx512(rows, a) }
+}
+
+// ---------------------------------------------------------------------------
+// The AVX-512 VNNI tile: four weight rows × up to `ACT_TILE` input rows.
+
+/// The VNNI tile kernel for `ty` ([`q4_k_tile_vnni`] or [`q6_k_tile_vnni`])
+/// if this CPU runs it ([`Level::Avx512Vnni`]); `None` for other formats.
+pub(super) fn kquant_tile_vnni(ty: GgmlType) -> Option<kquant::MultiTileFn> {
+    if crate::simd::level() < Level::Avx512Vnni {
+        return None;
+    }
+    match ty {
+        GgmlType::Q4_K => Some(q4_k_tile_vnni_entry),
+        GgmlType::Q6_K => Some(q6_k_tile_vnni_entry),
+        _ => None,
+    }
+}
+
+/// [`kquant::MultiTileFn`] entry of [`q4_k_tile_vnni`].
+fn q4_k_tile_vnni_entry(rows: [&[u8]; TILE], acts: &[ActRow<'_>], out: &mut Cells) {
+    // SAFETY: only handed out by `kquant_tile_vnni`, after `simd::level()`
+    // returned `Avx512Vnni`: AVX2, BMI1, BMI2, LZCNT and AVX-512 F, CD, VL,
+    // DQ, BW and VNNI.
+    unsafe { q4_k_tile_vnni(rows, acts, out) }
+}
+
+/// [`kquant::MultiTileFn`] entry of [`q6_k_tile_vnni`].
+fn q6_k_tile_vnni_entry(rows: [&[u8]; TILE], acts: &[ActRow<'_>], out: &mut Cells) {
+    // SAFETY: as in `q4_k_tile_vnni_entry`.
+    unsafe { q6_k_tile_vnni(rows, acts, out) }
+}
+
+/// Weight rows of a tile.
+const TILE: usize = kquant::TILE;
+/// A tile's cells, `[weight row][input row]`.
+type Cells = [[ExactAcc; ACT_TILE]; TILE];
+
+/// The tile's cells before the first super-block: zero, non-finite where
+/// the input row's flags say so (as the row kernels start).
+fn start_cells(acts: &[ActRow<'_>], out: &mut Cells) {
+    for row in out.iter_mut() {
+        for (c, a) in row.iter_mut().zip(acts) {
+            *c = ExactAcc {
+                sum: 0,
+                nonfinite: a.flags & FLAG_D_NONFINITE != 0,
+            };
+        }
+    }
+}
+
+/// Super-block `b` of each weight row (`B` bytes), if every row has it.
+fn weight_supers<'w, const B: usize>(
+    rows: &[&'w [u8]; TILE],
+    b: usize,
+) -> Option<[&'w [u8; B]; TILE]> {
+    let one = |r: &'w [u8]| r.get(B * b..B * (b + 1))?.try_into().ok();
+    Some([one(rows[0])?, one(rows[1])?, one(rows[2])?, one(rows[3])?])
+}
+
+/// Super-block `b` of input row `a`: its 256 activations and 8 block
+/// scales, if it has them.
+fn act_super<'a>(a: &ActRow<'a>, b: usize) -> Option<(&'a [i8; QK_K], &'a [ActScale; 8])> {
+    let qs = a.qs.get(QK_K * b..QK_K * (b + 1))?.try_into().ok()?;
+    let sc = a.sc.get(8 * b..8 * (b + 1))?.try_into().ok()?;
+    Some((qs, sc))
+}
+
+/// The 64 bytes of `s` at `at` as a vector.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn load64<T: Copy>(s: &[T], at: usize) -> __m512i {
+    assert!(size_of::<T>() == 1 && at + 64 <= s.len());
+    // SAFETY: `T` is one byte and `at + 64 <= s.len()` (asserted above), so
+    // the 64 bytes read lie in `s`; the load is unaligned.
+    unsafe { _mm512_loadu_si512(s.as_ptr().add(at).cast()) }
+}
+
+/// The eight `i64` lanes of `v`.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn to_i64x8(v: __m512i) -> [i64; 8] {
+    let mut o = [0i64; 8];
+    // SAFETY: `o` is 64 writable bytes; the store is unaligned.
+    unsafe { _mm512_storeu_si512(o.as_mut_ptr().cast(), v) };
+    o
+}
+
+/// The sixteen `i32` lanes of `v[0]`, then those of `v[1]`.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn to_i32x32(v: [__m512i; 2]) -> [i32; 32] {
+    let mut o = [0i32; 32];
+    for (h, part) in o.chunks_exact_mut(16).enumerate() {
+        // SAFETY: `part` is 64 writable bytes; the store is unaligned.
+        unsafe { _mm512_storeu_si512(part.as_mut_ptr().cast(), v[h]) };
+    }
+    o
+}
+
+/// Dword index of the `ActScale` field at byte `off`.
+const fn dword(off: usize) -> i32 {
+    (off / 4) as i32
+}
+const _: () = assert!(size_of::<ActScale>() == 32);
+const _: () = assert!(core::mem::offset_of!(ActScale, dm) % 4 == 0);
+const _: () = assert!(core::mem::offset_of!(ActScale, dsh) % 4 == 0);
+const _: () = assert!(core::mem::offset_of!(ActScale, bsum) % 4 == 0);
+
+/// One input row's terms of one super-block, computed once for the four
+/// weight rows, in the tile's lane order (lane `4(j − 4h) + r` of vector
+/// `h`: sub-block `j`, weight row `r`; see [`pair_halves`]): the shift
+/// `base` and `spread` of [`kquant::act_base`]; the mantissas `am_j` (every
+/// lane of sub-block `j`); `rel_j` as `vpsllvq` counts (even dwords, odd
+/// ones zero; 0 where `am_j = 0`); `bsum_j` (Q4_K).
+struct ActTerms {
+    base: u32,
+    spread: u32,
+    am: [__m512i; 2],
+    rel: [__m512i; 2],
+    bsum: [__m512i; 2],
+}
+
+impl ActTerms {
+    /// The terms of the eight block scales `ys` (four 64-byte loads, the
+    /// fields spread to the lanes by `vpermt2d`).
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn new(ys: &[ActScale; 8]) -> Self {
+        let (base, spread) = kquant::act_base(ys);
+        let bytes: &[u8] = bytemuck::bytes_of(ys);
+        let v: [__m512i; 4] = core::array::from_fn(|i| load64(bytes, 64 * i));
+        // Sub-block 4h + i is `ActScale` i % 2 of vector 2h + i / 2.
+        let field = |off: usize, h: usize| {
+            let o = dword(off);
+            let idx = _mm512_setr_epi32(
+                o,
+                o,
+                o,
+                o,
+                8 + o,
+                8 + o,
+                8 + o,
+                8 + o,
+                16 + o,
+                16 + o,
+                16 + o,
+                16 + o,
+                24 + o,
+                24 + o,
+                24 + o,
+                24 + o,
+            );
+            _mm512_permutex2var_epi32(v[2 * h], idx, v[2 * h + 1])
+        };
+        let am = [0, 1].map(|h| field(core::mem::offset_of!(ActScale, dm), h));
+        let rel = [0, 1].map(|h| {
+            let dsh = field(core::mem::offset_of!(ActScale, dsh), h);
+            let live = _mm512_test_epi32_mask(am[h], am[h]) & 0x5555;
+            _mm512_maskz_sub_epi32(live, dsh, _mm512_set1_epi32(base as i32))
+        });
+        let bsum = [0, 1].map(|h| field(core::mem::offset_of!(ActScale, bsum), h));
+        ActTerms {
+            base,
+            spread,
+            am,
+            rel,
+            bsum,
+        }
+    }
+}
+
+/// The four weight rows' sums of each 128-bit lane of their dots `p[r]`:
+/// lane `L` of the result holds `[Σ p0.L, Σ p1.L, Σ p2.L, Σ p3.L]`
+/// (unpacks and adds: each result dword the sum of four dwords).
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn reduce4(p: [__m512i; 4]) -> __m512i {
+    let t01 = _mm512_add_epi32(
+        _mm512_unpacklo_epi32(p[0], p[1]),
+        _mm512_unpackhi_epi32(p[0], p[1]),
+    );
+    let t23 = _mm512_add_epi32(
+        _mm512_unpacklo_epi32(p[2], p[3]),
+        _mm512_unpackhi_epi32(p[2], p[3]),
+    );
+    _mm512_add_epi32(
+        _mm512_unpacklo_epi64(t01, t23),
+        _mm512_unpackhi_epi64(t01, t23),
+    )
+}
+
+/// Two [`reduce4`] results of 64-byte steps `c` and `c + 1` (128-bit lanes
+/// `0, 1`: sub-block `2c`'s halves, `2, 3`: `2c + 1`'s) as the four
+/// sub-blocks `2c..2c + 4`: lane `4i + r` the sum of sub-block `2c + i` of
+/// weight row `r` (the two halves added).
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn pair_halves(a: __m512i, b: __m512i) -> __m512i {
+    _mm512_add_epi32(
+        _mm512_shuffle_i64x2::<0x88>(a, b),
+        _mm512_shuffle_i64x2::<0xDD>(a, b),
+    )
+}
+
+/// Per weight row, `Σ_j (x_j · am_j) << rel_j` over its eight sub-blocks
+/// `x` (the tile's lane order) in `i64`: `vpmuldq` of the even and of the
+/// odd lanes (moved down by `vpshufd`) by the mantissas, `vpsllvq` by
+/// `rel`, and the lanes of each row added. Precondition (the caller's):
+/// `act.spread` within the format's limit, so that every partial sum, a
+/// subset of the row's terms, stays below 2^62 ([`super::kquant`]'s table).
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn row_sums(x: [__m512i; 2], act: &ActTerms) -> [i64; TILE] {
+    let term = |v: __m512i, h: usize| _mm512_sllv_epi64(_mm512_mul_epi32(v, act.am[h]), act.rel[h]);
+    let odd = |h: usize| _mm512_shuffle_epi32::<0xF5>(x[h]);
+    // Even lanes: rows 0 (even qwords) and 2; odd lanes: rows 1 and 3.
+    let ev = _mm512_add_epi64(term(x[0], 0), term(x[1], 1));
+    let od = _mm512_add_epi64(term(odd(0), 0), term(odd(1), 1));
+    let a = _mm512_add_epi64(
+        _mm512_shuffle_i64x2::<0x44>(ev, od),
+        _mm512_shuffle_i64x2::<0xEE>(ev, od),
+    );
+    let t = to_i64x8(_mm512_add_epi64(a, _mm512_shuffle_i64x2::<0xB1>(a, a)));
+    [t[0], t[4], t[1], t[5]]
+}
+
+/// The four Q4_K weight rows of one super-block, decoded once for every
+/// input row of the tile.
+struct Q4kWeights {
+    /// `q[r][c]`: row `r`'s nibbles for activations `64c..64c + 64`: the
+    /// low nibbles of its 32 bytes at `16 + 32c` (sub-block `2c`), then the
+    /// high ones (`2c + 1`).
+    q: [[__m512i; 4]; TILE],
+    /// The 6-bit scales and mins `(sc, mn)` of `get_scale_min_k4`, in the
+    /// tile's lane order.
+    sc: [__m512i; 2],
+    mn: [__m512i; 2],
+    /// Per row: `f16_fixed(d)`, `f16_fixed(dmin)`, and whether either is
+    /// ±∞/NaN.
+    d: [(i32, u32); TILE],
+    dmin: [(i32, u32); TILE],
+    bad: [bool; TILE],
+}
+
+/// The eight 6-bit scales and the eight mins of Q4_K's 12 packed bytes
+/// as bytes `j` of two words (the bytes of [`kquant::scale_min`], four
+/// sub-blocks per 32-bit operation): `j < 4` the low 6 bits of bytes `j`
+/// and `4 + j`; `j ≥ 4` the nibbles of byte `4 + j` and, as bits 4–5, the
+/// top two bits of bytes `j − 4` (scale) and `j` (min).
+fn unpack_scales(s: &[u8]) -> (u64, u64) {
+    let w = |i: usize| u32::from_le_bytes([s[4 * i], s[4 * i + 1], s[4 * i + 2], s[4 * i + 3]]);
+    let (w0, w1, w2) = (w(0), w(1), w(2));
+    let (low6, low4, top2) = (0x3F3F_3F3F, 0x0F0F_0F0F, 0x3030_3030);
+    let sc_hi = (w2 & low4) | ((w0 >> 2) & top2);
+    let mn_hi = ((w2 >> 4) & low4) | ((w1 >> 2) & top2);
+    (
+        (w0 & low6) as u64 | (sc_hi as u64) << 32,
+        (w1 & low6) as u64 | (mn_hi as u64) << 32,
+    )
+}
+
+/// Byte `j` of `rows[r]` in dword lane `4(j − 4h) + r` of vector `h`
+/// (zero-extended): the four rows' eight bytes in the tile's lane order
+/// (a byte interleave per pair of rows, `vpunpck{l,h}wd`, `vpmovzxbd`).
+#[target_feature(enable = "avx512f,avx512bw")]
+#[inline]
+fn bytes_to_lanes(rows: [u64; TILE]) -> [__m512i; 2] {
+    let v = _mm256_setr_epi64x(
+        rows[0] as i64,
+        rows[1] as i64,
+        rows[2] as i64,
+        rows[3] as i64,
+    );
+    let il = _mm256_setr_epi8(
+        0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15, 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5,
+        13, 6, 14, 7, 15,
+    );
+    let t = _mm256_shuffle_epi8(v, il);
+    let (r01, r23) = (_mm256_castsi256_si128(t), _mm256_extracti128_si256::<1>(t));
+    [
+        _mm512_cvtepu8_epi32(_mm_unpacklo_epi16(r01, r23)),
+        _mm512_cvtepu8_epi32(_mm_unpackhi_epi16(r01, r23)),
+    ]
+}
+
+impl Q4kWeights {
+    #[target_feature(enable = "avx512f,avx512bw")]
+    #[inline]
+    fn decode(blks: [&[u8; 144]; TILE]) -> Self {
+        let mask = _mm512_set1_epi8(0x0F);
+        let nib_shift = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4);
+        let q = blks.map(|blk| {
+            core::array::from_fn(|c| {
+                let v = _mm512_broadcast_i64x4(load32(blk, 16 + 32 * c));
+                _mm512_and_si512(_mm512_srlv_epi64(v, nib_shift), mask)
+            })
+        });
+        let scales = blks.map(|blk| unpack_scales(&blk[4..16]));
+        let f16 = |blk: &[u8; 144], at: usize| u16::from_le_bytes([blk[at], blk[at + 1]]);
+        Q4kWeights {
+            q,
+            sc: bytes_to_lanes(scales.map(|s| s.0)),
+            mn: bytes_to_lanes(scales.map(|s| s.1)),
+            d: blks.map(|blk| f16_fixed(f16(blk, 0))),
+            dmin: blks.map(|blk| f16_fixed(f16(blk, 2))),
+            bad: blks.map(|blk| f16_nonfinite(f16(blk, 0)) | f16_nonfinite(f16(blk, 2))),
+        }
+    }
+}
+
+/// The four rows' sub-block sums `Σ q·y` of one input row's super-block
+/// `yq`, in the tile's lane order: per 64 activations one load and four
+/// `vpdpbusd` (nibbles `0..=15` times activations in `-127..=127`, each
+/// lane `≤ 4·15·127`), then [`reduce4`] and [`pair_halves`] (each sum
+/// `≤ 32·15·127 < 2^16`, as `q4_5_k_sumq`'s).
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+#[inline]
+fn q4_k_dots(w: &Q4kWeights, yq: &[i8; QK_K]) -> [__m512i; 2] {
+    let z = _mm512_setzero_si512();
+    let h: [__m512i; 4] = core::array::from_fn(|c| {
+        let y = load64(yq, 64 * c);
+        reduce4(core::array::from_fn(|r| {
+            _mm512_dpbusd_epi32(z, w.q[r][c], y)
+        }))
+    });
+    [pair_halves(h[0], h[1]), pair_halves(h[2], h[3])]
+}
+
+/// One input row's super-block added to its four cells `cells[r][j]`,
+/// given the sub-block sums `s` ([`q4_k_dots`]): within
+/// [`kquant::LIM_Q4_K`], `I = Σ (sc·sumq·am) << rel` and `M = Σ (mn·bsum·am)
+/// << rel` by [`row_sums`] (`sc·sumq < 2^22` and `mn·bsum < 2^18` exact in
+/// `i32` lanes) and the two `i128` steps of `q4_5_k_row_with`; beyond it,
+/// per sub-block in `i128` as there.
+#[target_feature(enable = "avx512f,avx512bw")]
+#[inline]
+fn q4_k_cells(
+    w: &Q4kWeights,
+    act: &ActTerms,
+    s: [__m512i; 2],
+    ys: &[ActScale; 8],
+    cells: &mut Cells,
+    j: usize,
+) {
+    if act.spread <= kquant::LIM_Q4_K {
+        let id = row_sums([0, 1].map(|h| _mm512_mullo_epi32(s[h], w.sc[h])), act);
+        let im = row_sums(
+            [0, 1].map(|h| _mm512_mullo_epi32(w.mn[h], act.bsum[h])),
+            act,
+        );
+        for (r, row) in cells.iter_mut().enumerate() {
+            let ((dm, dsh), (nm, nsh)) = (w.d[r], w.dmin[r]);
+            let c = &mut row[j];
+            c.nonfinite |= w.bad[r];
+            c.sum += (id[r] as i128 * dm as i128) << (dsh + act.base);
+            c.sum -= (im[r] as i128 * nm as i128) << (nsh + act.base);
+        }
+    } else {
+        let (sq, sc, mn) = (to_i32x32(s), to_i32x32(w.sc), to_i32x32(w.mn));
+        for (r, row) in cells.iter_mut().enumerate() {
+            let ((dm, dsh), (nm, nsh)) = (w.d[r], w.dmin[r]);
+            let c = &mut row[j];
+            c.nonfinite |= w.bad[r];
+            for (k, y) in ys.iter().enumerate() {
+                let l = 4 * k + r;
+                c.add_shifted((sc[l] * sq[l]) as i64 * (dm * y.dm) as i64, dsh + y.dsh);
+                c.add_shifted(-((mn[l] * y.bsum) as i64 * (nm * y.dm) as i64), nsh + y.dsh);
+            }
+        }
+    }
+}
+
+/// The Q4_K tile: four weight rows (whole 144-byte super-blocks, all the
+/// same length) against up to [`ACT_TILE`] input rows `acts` (each with
+/// its `qs` and `sc` as long as the rows), cell `[r][j]` the same integers
+/// as [`super::kquant`]'s `q4_k_row` of row `r` and input `j`.
+///
+/// Per super-block the weight rows are decoded once ([`Q4kWeights`]); per
+/// input row its terms are taken once ([`ActTerms`]), its dots with all
+/// four rows reduced together ([`q4_k_dots`]) and scaled exactly
+/// ([`q4_k_cells`]).
+#[target_feature(
+    enable = "avx2,bmi1,bmi2,lzcnt,avx512f,avx512cd,avx512vl,avx512dq,avx512bw,avx512vnni"
+)]
+fn q4_k_tile_vnni(rows: [&[u8]; TILE], acts: &[ActRow<'_>], cells: &mut Cells) {
+    let acts = &acts[..acts.len().min(ACT_TILE)];
+    start_cells(acts, cells);
+    let mut b = 0;
+    while let Some(blks) = weight_supers::<144>(&rows, b) {
+        let w = Q4kWeights::decode(blks);
+        for (j, a) in acts.iter().enumerate() {
+            let Some((yq, ys)) = act_super(a, b) else {
+                continue;
+            };
+            let act = ActTerms::new(ys);
+            q4_k_cells(&w, &act, q4_k_dots(&w, yq), ys, cells, j);
+        }
+        b += 1;
+    }
+}
+
+/// The four Q6_K weight rows of one super-block, decoded once for every
+/// input row of the tile.
+struct Q6kWeights {
+    /// `q[r][c]`: row `r`'s 6-bit values plus 32 (`0..=63`) for activations
+    /// `64c..64c + 64`: `ql` byte `64h + i` (`h = c / 2`; its low nibble for
+    /// even `c`, its high one for odd) and, as bits 4–5, bits `2k..2k + 2`
+    /// of `qh` byte `32h + i % 32`, `k = 2(c % 2) + i / 32`.
+    q: [[__m512i; 4]; TILE],
+    /// `half_sc[c]`: the signed scale of 16-element half `L % 2` of
+    /// sub-block `2c + L / 2` of row `r` (scale byte `4c + L`) in lane
+    /// `4L + r`: [`reduce4`]'s order.
+    half_sc: [__m512i; 4],
+    /// Per row: `f16_fixed(d)` and whether `d` is ±∞/NaN.
+    d: [(i32, u32); TILE],
+    bad: [bool; TILE],
+}
+
+/// Q6_K row `blk`'s values plus 32 for activations `64c..64c + 64` (see
+/// [`Q6kWeights::q`]).
+#[target_feature(enable = "avx512f,avx512bw")]
+#[inline]
+fn q6_k_values(blk: &[u8; 210], c: usize) -> __m512i {
+    let h = c / 2;
+    let ql = load64(blk, 64 * h);
+    let low = if c.is_multiple_of(2) {
+        ql
+    } else {
+        _mm512_srli_epi16::<4>(ql)
+    };
+    let low = _mm512_and_si512(low, _mm512_set1_epi8(0x0F));
+    let qh = _mm512_broadcast_i64x4(load32(blk, 128 + 32 * h));
+    let k = 2 * (c % 2) as i64;
+    let sh = _mm512_setr_epi64(
+        2 * k,
+        2 * k,
+        2 * k,
+        2 * k,
+        2 * k + 2,
+        2 * k + 2,
+        2 * k + 2,
+        2 * k + 2,
+    );
+    let high = _mm512_and_si512(_mm512_srlv_epi64(qh, sh), _mm512_set1_epi8(3));
+    _mm512_or_si512(low, _mm512_slli_epi16::<4>(high))
+}
+
+/// The four rows' 16 signed half scales in [`Q6kWeights::half_sc`]'s
+/// order: each row's bytes widened (`vpmovsxbd`, dword `4c + L`), a 4×4
+/// dword transpose within each 128-bit lane, then one of the 128-bit lanes.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn q6_k_half_scales(blks: &[&[u8; 210]; TILE]) -> [__m512i; 4] {
+    let s = blks.map(|blk| {
+        let half = |at: usize| i64::from_le_bytes(core::array::from_fn(|i| blk[at + i]));
+        _mm512_cvtepi8_epi32(_mm_set_epi64x(half(200), half(192)))
+    });
+    let t0 = _mm512_unpacklo_epi32(s[0], s[1]);
+    let t1 = _mm512_unpackhi_epi32(s[0], s[1]);
+    let t2 = _mm512_unpacklo_epi32(s[2], s[3]);
+    let t3 = _mm512_unpackhi_epi32(s[2], s[3]);
+    // u[L], 128-bit lane c: scale byte 4c + L of rows 0..4.
+    let u = [
+        _mm512_unpacklo_epi64(t0, t2),
+        _mm512_unpackhi_epi64(t0, t2),
+        _mm512_unpacklo_epi64(t1, t3),
+        _mm512_unpackhi_epi64(t1, t3),
+    ];
+    let lo01 = _mm512_shuffle_i64x2::<0x44>(u[0], u[1]);
+    let lo23 = _mm512_shuffle_i64x2::<0x44>(u[2], u[3]);
+    let hi01 = _mm512_shuffle_i64x2::<0xEE>(u[0], u[1]);
+    let hi23 = _mm512_shuffle_i64x2::<0xEE>(u[2], u[3]);
+    [
+        _mm512_shuffle_i64x2::<0x88>(lo01, lo23),
+        _mm512_shuffle_i64x2::<0xDD>(lo01, lo23),
+        _mm512_shuffle_i64x2::<0x88>(hi01, hi23),
+        _mm512_shuffle_i64x2::<0xDD>(hi01, hi23),
+    ]
+}
+
+impl Q6kWeights {
+    #[target_feature(enable = "avx512f,avx512bw")]
+    #[inline]
+    fn decode(blks: [&[u8; 210]; TILE]) -> Self {
+        let f16 = |blk: &[u8; 210]| u16::from_le_bytes([blk[208], blk[209]]);
+        Q6kWeights {
+            q: blks.map(|blk| core::array::from_fn(|c| q6_k_values(blk, c))),
+            half_sc: q6_k_half_scales(&blks),
+            d: blks.map(|blk| f16_fixed(f16(blk))),
+            bad: blks.map(|blk| f16_nonfinite(f16(blk))),
+        }
+    }
+}
+
+/// The four rows' scaled sub-block sums `sumi_j` of one input row's
+/// super-block `yq` (as `q6_k_sumi`), in the tile's lane order: per 64
+/// activations `−32·Σ y` in every lane (`vpdpbusd` of 32 with the negated
+/// activations, once for the four rows), then per row `vpdpbusd` of the
+/// values plus 32 (`0..=63`) into it: each lane `Σ q·y` over four
+/// elements, `|·| ≤ 4·32·127`; [`reduce4`] to the 16-element halves
+/// (`≤ 16·32·127 < 2^16`), times their signed scales (`< 2^23`), and
+/// [`pair_halves`] adds a sub-block's two halves (`< 2^24`).
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+#[inline]
+fn q6_k_dots(w: &Q6kWeights, yq: &[i8; QK_K]) -> [__m512i; 2] {
+    let z = _mm512_setzero_si512();
+    let c32 = _mm512_set1_epi8(32);
+    let h: [__m512i; 4] = core::array::from_fn(|c| {
+        let y = load64(yq, 64 * c);
+        let minus = _mm512_dpbusd_epi32(z, c32, _mm512_sub_epi8(z, y));
+        let halves = reduce4(core::array::from_fn(|r| {
+            _mm512_dpbusd_epi32(minus, w.q[r][c], y)
+        }));
+        _mm512_mullo_epi32(halves, w.half_sc[c])
+    });
+    [pair_halves(h[0], h[1]), pair_halves(h[2], h[3])]
+}
+
+/// One input row's super-block added to its four cells, given the scaled
+/// sub-block sums `s` ([`q6_k_dots`]): within [`kquant::LIM_Q6_K`], `I =
+/// Σ (sumi·am) << rel` by [`row_sums`] and the `i128` step of
+/// `q6_k_row_with`; beyond it, per sub-block in `i128` as there.
+#[target_feature(enable = "avx512f,avx512bw")]
+#[inline]
+fn q6_k_cells(
+    w: &Q6kWeights,
+    act: &ActTerms,
+    s: [__m512i; 2],
+    ys: &[ActScale; 8],
+    cells: &mut Cells,
+    j: usize,
+) {
+    if act.spread <= kquant::LIM_Q6_K {
+        let id = row_sums(s, act);
+        for (r, row) in cells.iter_mut().enumerate() {
+            let (dm, dsh) = w.d[r];
+            let c = &mut row[j];
+            c.nonfinite |= w.bad[r];
+            c.sum += (id[r] as i128 * dm as i128) << (dsh + act.base);
+        }
+    } else {
+        let sumi = to_i32x32(s);
+        for (r, row) in cells.iter_mut().enumerate() {
+            let (dm, dsh) = w.d[r];
+            let c = &mut row[j];
+            c.nonfinite |= w.bad[r];
+            for (k, y) in ys.iter().enumerate() {
+                c.add_shifted(sumi[4 * k + r] as i64 * (dm * y.dm) as i64, dsh + y.dsh);
+            }
+        }
+    }
+}
+
+/// [`q4_k_tile_vnni`] for Q6_K (210-byte super-blocks; [`Q6kWeights`],
+/// [`q6_k_dots`], [`q6_k_cells`]): cell `[r][j]` the same integers as
+/// `q6_k_row`'s.
+#[target_feature(
+    enable = "avx2,bmi1,bmi2,lzcnt,avx512f,avx512cd,avx512vl,avx512dq,avx512bw,avx512vnni"
+)]
+fn q6_k_tile_vnni(rows: [&[u8]; TILE], acts: &[ActRow<'_>], cells: &mut Cells) {
+    let acts = &acts[..acts.len().min(ACT_TILE)];
+    start_cells(acts, cells);
+    let mut b = 0;
+    while let Some(blks) = weight_supers::<210>(&rows, b) {
+        let w = Q6kWeights::decode(blks);
+        for (j, a) in acts.iter().enumerate() {
+            let Some((yq, ys)) = act_super(a, b) else {
+                continue;
+            };
+            let act = ActTerms::new(ys);
+            q6_k_cells(&w, &act, q6_k_dots(&w, yq), ys, cells, j);
+        }
+        b += 1;
+    }
 }
