@@ -173,7 +173,7 @@ fn q4_k_rows_vec<const N: usize>(rows: [&[u8]; N], a: &ActRow<'_>) -> [ExactAcc;
     let ones = _mm256_set1_epi16(1);
     let sbs = a.qs.chunks_exact(QK_K).zip(a.sc.chunks_exact(8));
     for (b, (yq, ys)) in sbs.enumerate() {
-        let act = SuperAct::new(ys);
+        let act = SuperAct::new(super_terms(ys));
         let (base, spread, am, r) = (act.base, act.spread, act.am, act.r);
         let bs = v8(core::array::from_fn(|j| ys[j].bsum));
         let y: [__m256i; 8] = core::array::from_fn(|k| load32(yq, 32 * k));
@@ -271,7 +271,7 @@ fn q6_k_row_vec(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
     let sbs = a.qs.chunks_exact(QK_K).zip(a.sc.chunks_exact(8));
     for (blk, (yq, ys)) in row.chunks_exact(210).zip(sbs) {
         let sumi = q6_k_sumi_avx2(blk, yq);
-        q6_k_super_end(&mut acc, blk, sumi, &SuperAct::new(ys), ys);
+        q6_k_super_end(&mut acc, blk, sumi, &SuperAct::new(super_terms(ys)), ys);
     }
     acc
 }
@@ -288,15 +288,26 @@ struct SuperAct {
     r: [__m256i; 2],
 }
 
+/// The scalar terms of a [`SuperAct`] (`base`, `spread`, the mantissas and
+/// `rel`), in plain Rust so that it can be `#[inline(always)]`: as one
+/// `#[target_feature]` function with the vector part, `SuperAct::new` was
+/// left an out-of-line call per super-block and input row.
+#[inline(always)]
+fn super_terms(ys: &[ActScale]) -> (u32, u32, [i32; 8], [i32; 8]) {
+    let (base, spread) = kquant::act_base(ys);
+    let (mut am, mut r) = ([0i32; 8], [0i32; 8]);
+    for (j, s) in ys.iter().enumerate() {
+        am[j] = s.dm;
+        r[j] = kquant::rel(s, base) as i32;
+    }
+    (base, spread, am, r)
+}
+
 impl SuperAct {
+    /// The vectors of [`super_terms`]' terms (small enough to inline).
     #[target_feature(enable = "avx2")]
-    fn new(ys: &[ActScale]) -> Self {
-        let (base, spread) = kquant::act_base(ys);
-        let (mut am, mut r) = ([0i32; 8], [0i32; 8]);
-        for (j, s) in ys.iter().enumerate() {
-            am[j] = s.dm;
-            r[j] = kquant::rel(s, base) as i32;
-        }
+    #[inline]
+    fn new((base, spread, am, r): (u32, u32, [i32; 8], [i32; 8])) -> Self {
         let (am, r) = (v8(am), v8(r));
         SuperAct {
             base,
@@ -380,7 +391,7 @@ fn q6_k_rows_vec<const N: usize>(rows: [&[u8]; N], a: &ActRow<'_>) -> [ExactAcc;
     let mh = [3i8, 12, 48, -64].map(|m| _mm256_set1_epi8(m));
     let sbs = a.qs.chunks_exact(QK_K).zip(a.sc.chunks_exact(8));
     for (b, (yq, ys)) in sbs.enumerate() {
-        let act = SuperAct::new(ys);
+        let act = SuperAct::new(super_terms(ys));
         let y: [__m256i; 8] = core::array::from_fn(|k| load32(yq, 32 * k));
         let (o0, o1) = half_sums(y.map(|y| _mm256_madd_epi16(_mm256_maddubs_epi16(c32, y), ones)));
         for (acc, row) in acc.iter_mut().zip(rows) {
@@ -786,6 +797,7 @@ struct Q4kWeights {
 /// sub-blocks per 32-bit operation): `j < 4` the low 6 bits of bytes `j`
 /// and `4 + j`; `j ≥ 4` the nibbles of byte `4 + j` and, as bits 4–5, the
 /// top two bits of bytes `j − 4` (scale) and `j` (min).
+#[inline]
 fn unpack_scales(s: &[u8]) -> (u64, u64) {
     let w = |i: usize| u32::from_le_bytes([s[4 * i], s[4 * i + 1], s[4 * i + 2], s[4 * i + 3]]);
     let (w0, w1, w2) = (w(0), w(1), w(2));
@@ -823,27 +835,36 @@ fn bytes_to_lanes(rows: [u64; TILE]) -> [__m512i; 2] {
 }
 
 impl Q4kWeights {
+    /// (Plain loops, not `map` closures: those were left out-of-line calls.)
     #[target_feature(enable = "avx512f,avx512bw")]
     #[inline]
     fn decode(blks: [&[u8; 144]; TILE]) -> Self {
         let mask = _mm512_set1_epi8(0x0F);
         let nib_shift = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4);
-        let q = blks.map(|blk| {
-            core::array::from_fn(|c| {
+        let mut w = Q4kWeights {
+            q: [[_mm512_setzero_si512(); 4]; TILE],
+            sc: [_mm512_setzero_si512(); 2],
+            mn: [_mm512_setzero_si512(); 2],
+            d: [(0, 0); TILE],
+            dmin: [(0, 0); TILE],
+            bad: [false; TILE],
+        };
+        let (mut sc, mut mn) = ([0u64; TILE], [0u64; TILE]);
+        for (r, blk) in blks.into_iter().enumerate() {
+            for (c, q) in w.q[r].iter_mut().enumerate() {
                 let v = _mm512_broadcast_i64x4(load32(blk, 16 + 32 * c));
-                _mm512_and_si512(_mm512_srlv_epi64(v, nib_shift), mask)
-            })
-        });
-        let scales = blks.map(|blk| unpack_scales(&blk[4..16]));
-        let f16 = |blk: &[u8; 144], at: usize| u16::from_le_bytes([blk[at], blk[at + 1]]);
-        Q4kWeights {
-            q,
-            sc: bytes_to_lanes(scales.map(|s| s.0)),
-            mn: bytes_to_lanes(scales.map(|s| s.1)),
-            d: blks.map(|blk| f16_fixed(f16(blk, 0))),
-            dmin: blks.map(|blk| f16_fixed(f16(blk, 2))),
-            bad: blks.map(|blk| f16_nonfinite(f16(blk, 0)) | f16_nonfinite(f16(blk, 2))),
+                *q = _mm512_and_si512(_mm512_srlv_epi64(v, nib_shift), mask);
+            }
+            (sc[r], mn[r]) = unpack_scales(&blk[4..16]);
+            let (d, dmin) = (
+                u16::from_le_bytes([blk[0], blk[1]]),
+                u16::from_le_bytes([blk[2], blk[3]]),
+            );
+            (w.d[r], w.dmin[r]) = (f16_fixed(d), f16_fixed(dmin));
+            w.bad[r] = f16_nonfinite(d) | f16_nonfinite(dmin);
         }
+        (w.sc, w.mn) = (bytes_to_lanes(sc), bytes_to_lanes(mn));
+        w
     }
 }
 
@@ -990,10 +1011,22 @@ fn q6_k_values(blk: &[u8; 210], c: usize) -> __m512i {
 #[target_feature(enable = "avx512f")]
 #[inline]
 fn q6_k_half_scales(blks: &[&[u8; 210]; TILE]) -> [__m512i; 4] {
-    let s = blks.map(|blk| {
-        let half = |at: usize| i64::from_le_bytes(core::array::from_fn(|i| blk[at + i]));
-        _mm512_cvtepi8_epi32(_mm_set_epi64x(half(200), half(192)))
-    });
+    let mut s = [_mm512_setzero_si512(); TILE];
+    for (v, blk) in s.iter_mut().zip(blks) {
+        let half = |at: usize| {
+            i64::from_le_bytes([
+                blk[at],
+                blk[at + 1],
+                blk[at + 2],
+                blk[at + 3],
+                blk[at + 4],
+                blk[at + 5],
+                blk[at + 6],
+                blk[at + 7],
+            ])
+        };
+        *v = _mm512_cvtepi8_epi32(_mm_set_epi64x(half(200), half(192)));
+    }
     let t0 = _mm512_unpacklo_epi32(s[0], s[1]);
     let t1 = _mm512_unpackhi_epi32(s[0], s[1]);
     let t2 = _mm512_unpacklo_epi32(s[2], s[3]);
@@ -1018,16 +1051,24 @@ fn q6_k_half_scales(blks: &[&[u8; 210]; TILE]) -> [__m512i; 4] {
 }
 
 impl Q6kWeights {
+    /// (Plain loops, as in [`Q4kWeights::decode`].)
     #[target_feature(enable = "avx512f,avx512bw")]
     #[inline]
     fn decode(blks: [&[u8; 210]; TILE]) -> Self {
-        let f16 = |blk: &[u8; 210]| u16::from_le_bytes([blk[208], blk[209]]);
-        Q6kWeights {
-            q: blks.map(|blk| core::array::from_fn(|c| q6_k_values(blk, c))),
+        let mut w = Q6kWeights {
+            q: [[_mm512_setzero_si512(); 4]; TILE],
             half_sc: q6_k_half_scales(&blks),
-            d: blks.map(|blk| f16_fixed(f16(blk))),
-            bad: blks.map(|blk| f16_nonfinite(f16(blk))),
+            d: [(0, 0); TILE],
+            bad: [false; TILE],
+        };
+        for (r, blk) in blks.into_iter().enumerate() {
+            for (c, q) in w.q[r].iter_mut().enumerate() {
+                *q = q6_k_values(blk, c);
+            }
+            let d = u16::from_le_bytes([blk[208], blk[209]]);
+            (w.d[r], w.bad[r]) = (f16_fixed(d), f16_nonfinite(d));
         }
+        w
     }
 }
 
