@@ -672,11 +672,12 @@ struct ActTerms {
 
 impl ActTerms {
     /// The terms of the eight block scales `ys` (four 64-byte loads, the
-    /// fields spread to the lanes by `vpermt2d`).
+    /// fields spread to the lanes by `vpermt2d`; `base` and `spread` as
+    /// [`kquant::act_base`] takes them, the smallest and largest shift of
+    /// the non-zero mantissas, by vector reductions).
     #[target_feature(enable = "avx512f")]
     #[inline]
     fn new(ys: &[ActScale; 8]) -> Self {
-        let (base, spread) = kquant::act_base(ys);
         let bytes: &[u8] = bytemuck::bytes_of(ys);
         let v: [__m512i; 4] = core::array::from_fn(|i| load64(bytes, 64 * i));
         // Sub-block 4h + i is `ActScale` i % 2 of vector 2h + i / 2.
@@ -703,10 +704,28 @@ impl ActTerms {
             _mm512_permutex2var_epi32(v[2 * h], idx, v[2 * h + 1])
         };
         let am = [0, 1].map(|h| field(core::mem::offset_of!(ActScale, dm), h));
+        let dsh = [0, 1].map(|h| field(core::mem::offset_of!(ActScale, dsh), h));
+        let live = [0, 1].map(|h| _mm512_test_epi32_mask(am[h], am[h]));
+        let none = _mm512_set1_epi32(-1);
+        let lo = _mm512_reduce_min_epu32(_mm512_min_epu32(
+            _mm512_mask_blend_epi32(live[0], none, dsh[0]),
+            _mm512_mask_blend_epi32(live[1], none, dsh[1]),
+        ));
+        let hi = _mm512_reduce_max_epu32(_mm512_max_epu32(
+            _mm512_maskz_mov_epi32(live[0], dsh[0]),
+            _mm512_maskz_mov_epi32(live[1], dsh[1]),
+        ));
+        let (base, spread) = if lo == u32::MAX {
+            (0, 0)
+        } else {
+            (lo, hi - lo)
+        };
+        // Counts masked to 0..=63 (they are at most 30, an f16 shift): the
+        // mask lets `vpsllvq` go without a select for counts of 64 and up.
         let rel = [0, 1].map(|h| {
-            let dsh = field(core::mem::offset_of!(ActScale, dsh), h);
-            let live = _mm512_test_epi32_mask(am[h], am[h]) & 0x5555;
-            _mm512_maskz_sub_epi32(live, dsh, _mm512_set1_epi32(base as i32))
+            let r =
+                _mm512_maskz_sub_epi32(live[h] & 0x5555, dsh[h], _mm512_set1_epi32(base as i32));
+            _mm512_and_si512(r, _mm512_set1_epi64(63))
         });
         let bsum = [0, 1].map(|h| field(core::mem::offset_of!(ActScale, bsum), h));
         ActTerms {
@@ -717,6 +736,16 @@ impl ActTerms {
             bsum,
         }
     }
+}
+
+/// `sum += (t · m) << s` in `i128`, for `s < 64`: here every `s` is the
+/// sum of two `f16` shifts ([`f16_fixed`], at most 30 each), and masking it
+/// to `0..=63` (the same value) lets the `i128` shift go without the
+/// select for `s ≥ 64`.
+#[inline(always)]
+fn add_mul_shifted(sum: &mut i128, t: i64, m: i32, s: u32) {
+    debug_assert!(s < 64);
+    *sum += (t as i128 * m as i128) << (s & 63);
 }
 
 /// The four weight rows' sums of each 128-bit lane of their dots `p[r]`:
@@ -912,8 +941,8 @@ fn q4_k_cells(
             let ((dm, dsh), (nm, nsh)) = (w.d[r], w.dmin[r]);
             let c = &mut row[j];
             c.nonfinite |= w.bad[r];
-            c.sum += (id[r] as i128 * dm as i128) << (dsh + act.base);
-            c.sum -= (im[r] as i128 * nm as i128) << (nsh + act.base);
+            add_mul_shifted(&mut c.sum, id[r], dm, dsh + act.base);
+            add_mul_shifted(&mut c.sum, -im[r], nm, nsh + act.base);
         }
     } else {
         let (sq, sc, mn) = (to_i32x32(s), to_i32x32(w.sc), to_i32x32(w.mn));
@@ -1116,7 +1145,7 @@ fn q6_k_cells(
             let (dm, dsh) = w.d[r];
             let c = &mut row[j];
             c.nonfinite |= w.bad[r];
-            c.sum += (id[r] as i128 * dm as i128) << (dsh + act.base);
+            add_mul_shifted(&mut c.sum, id[r], dm, dsh + act.base);
         }
     } else {
         let sumi = to_i32x32(s);
