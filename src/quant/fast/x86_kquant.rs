@@ -707,14 +707,20 @@ impl ActTerms {
         let dsh = [0, 1].map(|h| field(core::mem::offset_of!(ActScale, dsh), h));
         let live = [0, 1].map(|h| _mm512_test_epi32_mask(am[h], am[h]));
         let none = _mm512_set1_epi32(-1);
-        let lo = _mm512_reduce_min_epu32(_mm512_min_epu32(
-            _mm512_mask_blend_epi32(live[0], none, dsh[0]),
-            _mm512_mask_blend_epi32(live[1], none, dsh[1]),
-        ));
-        let hi = _mm512_reduce_max_epu32(_mm512_max_epu32(
-            _mm512_maskz_mov_epi32(live[0], dsh[0]),
-            _mm512_maskz_mov_epi32(live[1], dsh[1]),
-        ));
+        let lo = across_lanes(
+            _mm512_min_epu32(
+                _mm512_mask_blend_epi32(live[0], none, dsh[0]),
+                _mm512_mask_blend_epi32(live[1], none, dsh[1]),
+            ),
+            |a, b| _mm512_min_epu32(a, b),
+        );
+        let hi = across_lanes(
+            _mm512_max_epu32(
+                _mm512_maskz_mov_epi32(live[0], dsh[0]),
+                _mm512_maskz_mov_epi32(live[1], dsh[1]),
+            ),
+            |a, b| _mm512_max_epu32(a, b),
+        );
         let (base, spread) = if lo == u32::MAX {
             (0, 0)
         } else {
@@ -736,6 +742,18 @@ impl ActTerms {
             bsum,
         }
     }
+}
+
+/// `op` (`vpminud`, `vpmaxud`) over the four 128-bit lanes of `v`, whose
+/// four dwords within a lane are equal (the tile's lane order repeats each
+/// sub-block's term for the four weight rows): two steps, not the four of a
+/// full reduction.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn across_lanes(v: __m512i, op: impl Fn(__m512i, __m512i) -> __m512i) -> u32 {
+    let v = op(v, _mm512_shuffle_i64x2::<0x4E>(v, v));
+    let v = op(v, _mm512_shuffle_i64x2::<0xB1>(v, v));
+    _mm_cvtsi128_si32(_mm512_castsi512_si128(v)) as u32
 }
 
 /// `sum += (t · m) << s` in `i128`, for `s < 64`: here every `s` is the
