@@ -413,6 +413,37 @@ fn kquant_extreme_blocks_agree() {
     }
 }
 
+/// Input rows shorter than the K-quant weight rows (a `QActs` of another
+/// width, as `rows_kernel_with` takes it unchecked): the tile kernels must
+/// not take them; every path sends their cells through `dot_row`, which
+/// reports the mismatch (NaN cells), and none counts a tiled row or
+/// reports the VNNI tile's build.
+#[test]
+fn kquant_short_input_rows_go_to_dot_row() {
+    for ty in [GgmlType::Q4_K, GgmlType::Q6_K] {
+        let (n_in, n_out, m) = (512, 9, 10);
+        let mut rng = Rng(5);
+        let wb = weights(&mut rng, ty, n_in, n_out, false);
+        let w = QMatrix::new(ty, n_in, n_out, &wb).unwrap();
+        let kind = ActKind::for_weight(ty);
+        let mut buf = vec![0u8; QActs::bytes_for(kind, m, 256).unwrap()];
+        let mut arena = Arena::new(&mut buf);
+        let mut a = QActs::new(&mut arena, kind, m, 256).unwrap();
+        a.quantize(&inputs(&mut rng, m, 256, false)).unwrap();
+        for p in [KernelPath::Portable, KernelPath::Auto, KernelPath::Avx2] {
+            let mut out = vec![F32::ZERO; m * n_out];
+            let ran = rows_kernel_with(&w, 0, &a, &mut out, p);
+            assert!(out.iter().all(|c| c.is_nan()), "{ty:?} {p:?}");
+            assert_eq!(
+                (ran.blocked_rows, ran.tiled_rows),
+                (n_out, 0),
+                "{ty:?} {p:?}"
+            );
+            assert_ne!(ran.build, Level::Avx512Vnni, "{ty:?} {p:?}");
+        }
+    }
+}
+
 /// `m` input rows of magnitudes whose Q8 block scales are `2^-7/127` (f16
 /// shift 0) or `2^(spread - 7)/127` (shift `spread`): row `i % 3 == 0` all
 /// low (equal scales), `1` every block but the first of each super-block

@@ -583,8 +583,8 @@ fn kquant_rows(
     // One input row (decode) measured faster per row kernel.
     let (done, tiled) = match kquant_tile_kernel(w.ty, path, build) {
         Some(t) if m > 1 => {
-            let (done, tiled) = kquant_tiles(w, r0, x, out, t);
-            if done > 0 && matches!(t, KTile::Wide(_)) {
+            let (done, tiled, ran) = kquant_tiles(w, r0, x, out, t);
+            if ran && matches!(t, KTile::Wide(_)) {
                 build = Level::Avx512Vnni;
             }
             (done, tiled)
@@ -639,19 +639,19 @@ fn kquant_act_fits(w: &QMatrix<'_>, a: &ActRow<'_>) -> bool {
 
 /// Whole tiles of [`kquant::TILE`] weight rows `r0..` (while every row of
 /// the tile is present) through the tile kernel `t`, into `out` (rows, M);
-/// returns `(rows done, rows tiled)`: a tile with an input row that is not
-/// well-formed sends that row's cells through [`dot_row`] and counts as
-/// not tiled.
+/// returns `(rows done, rows tiled, whether `t` computed a cell)`: a tile
+/// with an input row that is not well-formed sends that row's cells
+/// through [`dot_row`] and counts as not tiled.
 fn kquant_tiles(
     w: &QMatrix<'_>,
     r0: usize,
     x: &QActs<'_>,
     out: &mut [F32],
     t: KTile,
-) -> (usize, usize) {
+) -> (usize, usize, bool) {
     let m = x.rows().max(1);
     let n_rows = out.len() / m;
-    let (mut done, mut tiled) = (0, 0);
+    let (mut done, mut tiled, mut ran) = (0, 0, false);
     while done + kquant::TILE <= n_rows {
         let rows: [_; kquant::TILE] = core::array::from_fn(|k| w.row(r0 + done + k));
         let [Ok(w0), Ok(w1), Ok(w2), Ok(w3)] = rows else {
@@ -661,20 +661,49 @@ fn kquant_tiles(
         let mut all_fit = true;
         for j0 in (0..m).step_by(ACT_TILE) {
             let cols = j0..(j0 + ACT_TILE).min(m);
-            all_fit &= kquant_act_tile(w, r0 + done, x, cols, [w0, w1, w2, w3], t, cells);
+            let fit = kquant_act_tile(w, r0 + done, x, cols, [w0, w1, w2, w3], t, cells);
+            all_fit &= fit.all;
+            ran |= fit.any;
         }
         done += kquant::TILE;
         if all_fit {
             tiled += kquant::TILE;
         }
     }
-    (done, tiled)
+    (done, tiled, ran)
+}
+
+/// Which input rows of a [`kquant_act_tile`] call the tile kernel took.
+struct TileFit {
+    /// Every one (none went through [`dot_row`]).
+    all: bool,
+    /// At least one.
+    any: bool,
+}
+
+/// The cells of input row `j` (of `m`) against weight rows `rw..rw + TILE`
+/// of `w` through [`dot_row`] (an input row the K-quant kernels do not
+/// take: `dot_row` reports it, the cell is NaN), into the tile's `cells`.
+fn kquant_column_by_dot_row(
+    w: &QMatrix<'_>,
+    rw: usize,
+    x: &QActs<'_>,
+    j: usize,
+    m: usize,
+    cells: &mut [F32],
+) {
+    for k in 0..kquant::TILE {
+        cells[k * m + j] = match (w.row(rw + k), x.row(j)) {
+            (Ok(data), Ok(a)) => dot_row(w.ty, data, &a, w.n_in).unwrap_or(F32::NAN),
+            _ => F32::NAN,
+        };
+    }
 }
 
 /// Input rows `cols` (at most [`ACT_TILE`]) against the weight rows `rows`
 /// (`rw..rw + TILE` of `w`) into the tile's `cells` (TILE, M): the
-/// well-formed input rows through `t`, any other through [`dot_row`]
-/// (returns false then).
+/// well-formed input rows through `t`, any other by
+/// [`kquant_column_by_dot_row`].
 fn kquant_act_tile(
     w: &QMatrix<'_>,
     rw: usize,
@@ -683,7 +712,7 @@ fn kquant_act_tile(
     rows: [&[u8]; kquant::TILE],
     t: KTile,
     cells: &mut [F32],
-) -> bool {
+) -> TileFit {
     let m = x.rows().max(1);
     let mut acts = [ActRow {
         qs: &[],
@@ -694,7 +723,7 @@ fn kquant_act_tile(
         f: &[],
     }; ACT_TILE];
     let mut at = [0usize; ACT_TILE];
-    let (mut n, mut all_fit) = (0, true);
+    let (mut n, mut all) = (0, true);
     for j in cols {
         match x.row(j) {
             Ok(a) if kquant_act_fits(w, &a) && n < ACT_TILE => {
@@ -702,18 +731,14 @@ fn kquant_act_tile(
                 n += 1;
             }
             _ => {
-                all_fit = false;
-                for k in 0..kquant::TILE {
-                    cells[k * m + j] = match (w.row(rw + k), x.row(j)) {
-                        (Ok(data), Ok(a)) => dot_row(w.ty, data, &a, w.n_in).unwrap_or(F32::NAN),
-                        _ => F32::NAN,
-                    };
-                }
+                all = false;
+                kquant_column_by_dot_row(w, rw, x, j, m, cells);
             }
         }
     }
     let acts = &acts[..n];
     match t {
+        _ if n == 0 => {}
         KTile::One(t) => {
             for (a, &j) in acts.iter().zip(&at) {
                 for (k, acc) in t(rows, a).into_iter().enumerate() {
@@ -731,7 +756,7 @@ fn kquant_act_tile(
             }
         }
     }
-    all_fit
+    TileFit { all, any: n > 0 }
 }
 
 /// What the blocked kernel needs to know of a weight format.
