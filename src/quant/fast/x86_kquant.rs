@@ -800,25 +800,48 @@ fn pair_halves(a: __m512i, b: __m512i) -> __m512i {
 }
 
 /// Per weight row, `Σ_j (x_j · am_j) << rel_j` over its eight sub-blocks
-/// `x` (the tile's lane order) in `i64`: `vpmuldq` of the even and of the
-/// odd lanes (moved down by `vpshufd`) by the mantissas, `vpsllvq` by
-/// `rel`, and the lanes of each row added. Precondition (the caller's):
-/// `act.spread` within the format's limit, so that every partial sum, a
-/// subset of the row's terms, stays below 2^62 ([`super::kquant`]'s table).
+/// `x` (the tile's lane order) in `i64`, as two partial sums per row:
+/// `vpmuldq` of the even and of the odd lanes (moved down by `vpshufd`) by
+/// the mantissas, `vpsllvq` by `rel`, and lanes added so that 128-bit lanes
+/// 0 and 1 hold `[row 0, row 2]`, lanes 2 and 3 `[row 1, row 3]`.
+/// Precondition (the caller's): `act.spread` within the format's limit, so
+/// that every partial sum, a subset of the row's terms, stays below 2^62
+/// ([`super::kquant`]'s table).
 #[target_feature(enable = "avx512f")]
 #[inline]
-fn row_sums(x: [__m512i; 2], act: &ActTerms) -> [i64; TILE] {
+fn row_partials(x: [__m512i; 2], act: &ActTerms) -> __m512i {
     let term = |v: __m512i, h: usize| _mm512_sllv_epi64(_mm512_mul_epi32(v, act.am[h]), act.rel[h]);
     let odd = |h: usize| _mm512_shuffle_epi32::<0xF5>(x[h]);
     // Even lanes: rows 0 (even qwords) and 2; odd lanes: rows 1 and 3.
     let ev = _mm512_add_epi64(term(x[0], 0), term(x[1], 1));
     let od = _mm512_add_epi64(term(odd(0), 0), term(odd(1), 1));
-    let a = _mm512_add_epi64(
+    _mm512_add_epi64(
         _mm512_shuffle_i64x2::<0x44>(ev, od),
         _mm512_shuffle_i64x2::<0xEE>(ev, od),
-    );
+    )
+}
+
+/// The four rows' sums of [`row_partials`] of `x`.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn row_sums(x: [__m512i; 2], act: &ActTerms) -> [i64; TILE] {
+    let a = row_partials(x, act);
     let t = to_i64x8(_mm512_add_epi64(a, _mm512_shuffle_i64x2::<0xB1>(a, a)));
     [t[0], t[4], t[1], t[5]]
+}
+
+/// [`row_sums`] of `x` and of `y` (Q4_K's `I` and `M`), added up
+/// together.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn row_sums2(x: [__m512i; 2], y: [__m512i; 2], act: &ActTerms) -> ([i64; TILE], [i64; TILE]) {
+    let (a, b) = (row_partials(x, act), row_partials(y, act));
+    // [x: rows 0, 2 | x: rows 1, 3 | y: rows 0, 2 | y: rows 1, 3]
+    let t = to_i64x8(_mm512_add_epi64(
+        _mm512_shuffle_i64x2::<0x88>(a, b),
+        _mm512_shuffle_i64x2::<0xDD>(a, b),
+    ));
+    ([t[0], t[2], t[1], t[3]], [t[4], t[6], t[5], t[7]])
 }
 
 /// The four Q4_K weight rows of one super-block, decoded once for every
@@ -882,23 +905,31 @@ fn bytes_to_lanes(rows: [u64; TILE]) -> [__m512i; 2] {
 }
 
 impl Q4kWeights {
-    /// (Plain loops, not `map` closures: those were left out-of-line calls.)
-    #[target_feature(enable = "avx512f,avx512bw")]
+    /// All zero (a value to decode into).
+    #[target_feature(enable = "avx512f")]
     #[inline]
-    fn decode(blks: [&[u8; 144]; TILE]) -> Self {
-        let mask = _mm512_set1_epi8(0x0F);
-        let nib_shift = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4);
-        let mut w = Q4kWeights {
+    fn zero() -> Self {
+        Q4kWeights {
             q: [[_mm512_setzero_si512(); 4]; TILE],
             sc: [_mm512_setzero_si512(); 2],
             mn: [_mm512_setzero_si512(); 2],
             d: [(0, 0); TILE],
             dmin: [(0, 0); TILE],
             bad: [false; TILE],
-        };
+        }
+    }
+
+    /// Decodes the four rows' super-blocks `blks` into `self` (in place:
+    /// built and returned by value, the struct was zeroed and copied per
+    /// super-block; plain loops: `map` closures were left out-of-line calls).
+    #[target_feature(enable = "avx512f,avx512bw")]
+    #[inline]
+    fn decode(&mut self, blks: [&[u8; 144]; TILE]) {
+        let mask = _mm512_set1_epi8(0x0F);
+        let nib_shift = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4);
         let (mut sc, mut mn) = ([0u64; TILE], [0u64; TILE]);
         for (r, blk) in blks.into_iter().enumerate() {
-            for (c, q) in w.q[r].iter_mut().enumerate() {
+            for (c, q) in self.q[r].iter_mut().enumerate() {
                 let v = _mm512_broadcast_i64x4(load32(blk, 16 + 32 * c));
                 *q = _mm512_and_si512(_mm512_srlv_epi64(v, nib_shift), mask);
             }
@@ -907,11 +938,10 @@ impl Q4kWeights {
                 u16::from_le_bytes([blk[0], blk[1]]),
                 u16::from_le_bytes([blk[2], blk[3]]),
             );
-            (w.d[r], w.dmin[r]) = (f16_fixed(d), f16_fixed(dmin));
-            w.bad[r] = f16_nonfinite(d) | f16_nonfinite(dmin);
+            (self.d[r], self.dmin[r]) = (f16_fixed(d), f16_fixed(dmin));
+            self.bad[r] = f16_nonfinite(d) | f16_nonfinite(dmin);
         }
-        (w.sc, w.mn) = (bytes_to_lanes(sc), bytes_to_lanes(mn));
-        w
+        (self.sc, self.mn) = (bytes_to_lanes(sc), bytes_to_lanes(mn));
     }
 }
 
@@ -950,8 +980,8 @@ fn q4_k_cells(
     j: usize,
 ) {
     if act.spread <= kquant::LIM_Q4_K {
-        let id = row_sums([0, 1].map(|h| _mm512_mullo_epi32(s[h], w.sc[h])), act);
-        let im = row_sums(
+        let (id, im) = row_sums2(
+            [0, 1].map(|h| _mm512_mullo_epi32(s[h], w.sc[h])),
             [0, 1].map(|h| _mm512_mullo_epi32(w.mn[h], act.bsum[h])),
             act,
         );
@@ -992,9 +1022,9 @@ fn q4_k_cells(
 fn q4_k_tile_vnni(rows: [&[u8]; TILE], acts: &[ActRow<'_>], cells: &mut Cells) {
     let acts = &acts[..acts.len().min(ACT_TILE)];
     start_cells(acts, cells);
-    let mut b = 0;
+    let (mut b, mut w) = (0, Q4kWeights::zero());
     while let Some(blks) = weight_supers::<144>(&rows, b) {
-        let w = Q4kWeights::decode(blks);
+        w.decode(blks);
         for (j, a) in acts.iter().enumerate() {
             let Some((yq, ys)) = act_super(a, b) else {
                 continue;
@@ -1098,24 +1128,31 @@ fn q6_k_half_scales(blks: &[&[u8; 210]; TILE]) -> [__m512i; 4] {
 }
 
 impl Q6kWeights {
-    /// (Plain loops, as in [`Q4kWeights::decode`].)
-    #[target_feature(enable = "avx512f,avx512bw")]
+    /// All zero (a value to decode into).
+    #[target_feature(enable = "avx512f")]
     #[inline]
-    fn decode(blks: [&[u8; 210]; TILE]) -> Self {
-        let mut w = Q6kWeights {
+    fn zero() -> Self {
+        Q6kWeights {
             q: [[_mm512_setzero_si512(); 4]; TILE],
-            half_sc: q6_k_half_scales(&blks),
+            half_sc: [_mm512_setzero_si512(); 4],
             d: [(0, 0); TILE],
             bad: [false; TILE],
-        };
+        }
+    }
+
+    /// Decodes the four rows' super-blocks `blks` into `self` (as
+    /// [`Q4kWeights::decode`]).
+    #[target_feature(enable = "avx512f,avx512bw")]
+    #[inline]
+    fn decode(&mut self, blks: [&[u8; 210]; TILE]) {
+        self.half_sc = q6_k_half_scales(&blks);
         for (r, blk) in blks.into_iter().enumerate() {
-            for (c, q) in w.q[r].iter_mut().enumerate() {
+            for (c, q) in self.q[r].iter_mut().enumerate() {
                 *q = q6_k_values(blk, c);
             }
             let d = u16::from_le_bytes([blk[208], blk[209]]);
-            (w.d[r], w.bad[r]) = (f16_fixed(d), f16_nonfinite(d));
+            (self.d[r], self.bad[r]) = (f16_fixed(d), f16_nonfinite(d));
         }
-        w
     }
 }
 
@@ -1187,9 +1224,9 @@ fn q6_k_cells(
 fn q6_k_tile_vnni(rows: [&[u8]; TILE], acts: &[ActRow<'_>], cells: &mut Cells) {
     let acts = &acts[..acts.len().min(ACT_TILE)];
     start_cells(acts, cells);
-    let mut b = 0;
+    let (mut b, mut w) = (0, Q6kWeights::zero());
     while let Some(blks) = weight_supers::<210>(&rows, b) {
-        let w = Q6kWeights::decode(blks);
+        w.decode(blks);
         for (j, a) in acts.iter().enumerate() {
             let Some((yq, ys)) = act_super(a, b) else {
                 continue;
