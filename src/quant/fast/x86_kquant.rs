@@ -963,46 +963,64 @@ fn q4_k_dots(w: &Q4kWeights, yq: &[i8; QK_K]) -> [__m512i; 2] {
     [pair_halves(h[0], h[1]), pair_halves(h[2], h[3])]
 }
 
-/// One input row's super-block added to its four cells `cells[r][j]`,
-/// given the sub-block sums `s` ([`q4_k_dots`]): within
-/// [`kquant::LIM_Q4_K`], `I = Σ (sc·sumq·am) << rel` and `M = Σ (mn·bsum·am)
-/// << rel` by [`row_sums`] (`sc·sumq < 2^22` and `mn·bsum < 2^18` exact in
-/// `i32` lanes) and the two `i128` steps of `q4_5_k_row_with`; beyond it,
-/// per sub-block in `i128` as there.
+/// One input row's `i64` super-block sums, per weight row `I` and (Q4_K)
+/// `M`, and its activation `base`: kept until the tile's `i128` steps, which
+/// run after every input row's vector work for the super-block (the chains
+/// of one input row's dots, sums and steps overlap the next row's then).
+#[derive(Clone, Copy)]
+struct SuperSums {
+    i: [i64; TILE],
+    m: [i64; TILE],
+    base: u32,
+}
+
+/// One input row's super-block sums given its sub-block sums `s`
+/// ([`q4_k_dots`]), within [`kquant::LIM_Q4_K`]: `I = Σ (sc·sumq·am) <<
+/// rel` and `M = Σ (mn·bsum·am) << rel` by [`row_sums2`] (`sc·sumq < 2^22`
+/// and `mn·bsum < 2^18` exact in `i32` lanes).
 #[target_feature(enable = "avx512f,avx512bw")]
 #[inline]
-fn q4_k_cells(
-    w: &Q4kWeights,
-    act: &ActTerms,
-    s: [__m512i; 2],
-    ys: &[ActScale; 8],
-    cells: &mut Cells,
-    j: usize,
-) {
-    if act.spread <= kquant::LIM_Q4_K {
-        let (id, im) = row_sums2(
-            [0, 1].map(|h| _mm512_mullo_epi32(s[h], w.sc[h])),
-            [0, 1].map(|h| _mm512_mullo_epi32(w.mn[h], act.bsum[h])),
-            act,
-        );
-        for (r, row) in cells.iter_mut().enumerate() {
-            let ((dm, dsh), (nm, nsh)) = (w.d[r], w.dmin[r]);
-            let c = &mut row[j];
-            c.nonfinite |= w.bad[r];
-            add_mul_shifted(&mut c.sum, id[r], dm, dsh + act.base);
-            add_mul_shifted(&mut c.sum, -im[r], nm, nsh + act.base);
-        }
-    } else {
-        let (sq, sc, mn) = (to_i32x32(s), to_i32x32(w.sc), to_i32x32(w.mn));
-        for (r, row) in cells.iter_mut().enumerate() {
-            let ((dm, dsh), (nm, nsh)) = (w.d[r], w.dmin[r]);
-            let c = &mut row[j];
-            c.nonfinite |= w.bad[r];
-            for (k, y) in ys.iter().enumerate() {
-                let l = 4 * k + r;
-                c.add_shifted((sc[l] * sq[l]) as i64 * (dm * y.dm) as i64, dsh + y.dsh);
-                c.add_shifted(-((mn[l] * y.bsum) as i64 * (nm * y.dm) as i64), nsh + y.dsh);
-            }
+fn q4_k_sums(w: &Q4kWeights, act: &ActTerms, s: [__m512i; 2]) -> SuperSums {
+    let (i, m) = row_sums2(
+        [0, 1].map(|h| _mm512_mullo_epi32(s[h], w.sc[h])),
+        [0, 1].map(|h| _mm512_mullo_epi32(w.mn[h], act.bsum[h])),
+        act,
+    );
+    SuperSums {
+        i,
+        m,
+        base: act.base,
+    }
+}
+
+/// The two `i128` steps of `q4_5_k_row_with` for each of input row `j`'s
+/// four cells, from its [`SuperSums`].
+#[inline(always)]
+fn q4_k_add(w: &Q4kWeights, p: &SuperSums, cells: &mut Cells, j: usize) {
+    for (r, row) in cells.iter_mut().enumerate() {
+        let ((dm, dsh), (nm, nsh)) = (w.d[r], w.dmin[r]);
+        let c = &mut row[j];
+        c.nonfinite |= w.bad[r];
+        add_mul_shifted(&mut c.sum, p.i[r], dm, dsh + p.base);
+        add_mul_shifted(&mut c.sum, -p.m[r], nm, nsh + p.base);
+    }
+}
+
+/// One input row's super-block beyond [`kquant::LIM_Q4_K`] added to its
+/// four cells per sub-block in `i128`, as `q4_5_k_row_with` does, from the
+/// sub-block sums `s` ([`q4_k_dots`]).
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn q4_k_wide(w: &Q4kWeights, s: [__m512i; 2], ys: &[ActScale; 8], cells: &mut Cells, j: usize) {
+    let (sq, sc, mn) = (to_i32x32(s), to_i32x32(w.sc), to_i32x32(w.mn));
+    for (r, row) in cells.iter_mut().enumerate() {
+        let ((dm, dsh), (nm, nsh)) = (w.d[r], w.dmin[r]);
+        let c = &mut row[j];
+        c.nonfinite |= w.bad[r];
+        for (k, y) in ys.iter().enumerate() {
+            let l = 4 * k + r;
+            c.add_shifted((sc[l] * sq[l]) as i64 * (dm * y.dm) as i64, dsh + y.dsh);
+            c.add_shifted(-((mn[l] * y.bsum) as i64 * (nm * y.dm) as i64), nsh + y.dsh);
         }
     }
 }
@@ -1015,7 +1033,7 @@ fn q4_k_cells(
 /// Per super-block the weight rows are decoded once ([`Q4kWeights`]); per
 /// input row its terms are taken once ([`ActTerms`]), its dots with all
 /// four rows reduced together ([`q4_k_dots`]) and scaled exactly
-/// ([`q4_k_cells`]).
+/// ([`q4_k_sums`], [`q4_k_add`]; beyond the limit [`q4_k_wide`]).
 #[target_feature(
     enable = "avx2,bmi1,bmi2,lzcnt,avx512f,avx512cd,avx512vl,avx512dq,avx512bw,avx512vnni"
 )]
@@ -1025,12 +1043,23 @@ fn q4_k_tile_vnni(rows: [&[u8]; TILE], acts: &[ActRow<'_>], cells: &mut Cells) {
     let (mut b, mut w) = (0, Q4kWeights::zero());
     while let Some(blks) = weight_supers::<144>(&rows, b) {
         w.decode(blks);
-        for (j, a) in acts.iter().enumerate() {
+        let mut pending = [None; ACT_TILE];
+        for ((j, a), p) in acts.iter().enumerate().zip(&mut pending) {
             let Some((yq, ys)) = act_super(a, b) else {
                 continue;
             };
             let act = ActTerms::new(ys);
-            q4_k_cells(&w, &act, q4_k_dots(&w, yq), ys, cells, j);
+            let s = q4_k_dots(&w, yq);
+            if act.spread <= kquant::LIM_Q4_K {
+                *p = Some(q4_k_sums(&w, &act, s));
+            } else {
+                q4_k_wide(&w, s, ys, cells, j);
+            }
+        }
+        for (j, p) in pending.iter().enumerate() {
+            if let Some(p) = p {
+                q4_k_add(&w, p, cells, j);
+            }
         }
         b += 1;
     }
@@ -1180,43 +1209,49 @@ fn q6_k_dots(w: &Q6kWeights, yq: &[i8; QK_K]) -> [__m512i; 2] {
     [pair_halves(h[0], h[1]), pair_halves(h[2], h[3])]
 }
 
-/// One input row's super-block added to its four cells, given the scaled
-/// sub-block sums `s` ([`q6_k_dots`]): within [`kquant::LIM_Q6_K`], `I =
-/// Σ (sumi·am) << rel` by [`row_sums`] and the `i128` step of
-/// `q6_k_row_with`; beyond it, per sub-block in `i128` as there.
-#[target_feature(enable = "avx512f,avx512bw")]
+/// One input row's super-block sums given its scaled sub-block sums `s`
+/// ([`q6_k_dots`]), within [`kquant::LIM_Q6_K`]: `I = Σ (sumi·am) << rel`
+/// by [`row_sums`] (`M` zero).
+#[target_feature(enable = "avx512f")]
 #[inline]
-fn q6_k_cells(
-    w: &Q6kWeights,
-    act: &ActTerms,
-    s: [__m512i; 2],
-    ys: &[ActScale; 8],
-    cells: &mut Cells,
-    j: usize,
-) {
-    if act.spread <= kquant::LIM_Q6_K {
-        let id = row_sums(s, act);
-        for (r, row) in cells.iter_mut().enumerate() {
-            let (dm, dsh) = w.d[r];
-            let c = &mut row[j];
-            c.nonfinite |= w.bad[r];
-            add_mul_shifted(&mut c.sum, id[r], dm, dsh + act.base);
-        }
-    } else {
-        let sumi = to_i32x32(s);
-        for (r, row) in cells.iter_mut().enumerate() {
-            let (dm, dsh) = w.d[r];
-            let c = &mut row[j];
-            c.nonfinite |= w.bad[r];
-            for (k, y) in ys.iter().enumerate() {
-                c.add_shifted(sumi[4 * k + r] as i64 * (dm * y.dm) as i64, dsh + y.dsh);
-            }
+fn q6_k_sums(act: &ActTerms, s: [__m512i; 2]) -> SuperSums {
+    SuperSums {
+        i: row_sums(s, act),
+        m: [0; TILE],
+        base: act.base,
+    }
+}
+
+/// The `i128` step of `q6_k_row_with` for each of input row `j`'s four
+/// cells, from its [`SuperSums`].
+#[inline(always)]
+fn q6_k_add(w: &Q6kWeights, p: &SuperSums, cells: &mut Cells, j: usize) {
+    for (r, row) in cells.iter_mut().enumerate() {
+        let (dm, dsh) = w.d[r];
+        let c = &mut row[j];
+        c.nonfinite |= w.bad[r];
+        add_mul_shifted(&mut c.sum, p.i[r], dm, dsh + p.base);
+    }
+}
+
+/// One input row's super-block beyond [`kquant::LIM_Q6_K`] added to its
+/// four cells per sub-block in `i128`, as `q6_k_row_with` does.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn q6_k_wide(w: &Q6kWeights, s: [__m512i; 2], ys: &[ActScale; 8], cells: &mut Cells, j: usize) {
+    let sumi = to_i32x32(s);
+    for (r, row) in cells.iter_mut().enumerate() {
+        let (dm, dsh) = w.d[r];
+        let c = &mut row[j];
+        c.nonfinite |= w.bad[r];
+        for (k, y) in ys.iter().enumerate() {
+            c.add_shifted(sumi[4 * k + r] as i64 * (dm * y.dm) as i64, dsh + y.dsh);
         }
     }
 }
 
 /// [`q4_k_tile_vnni`] for Q6_K (210-byte super-blocks; [`Q6kWeights`],
-/// [`q6_k_dots`], [`q6_k_cells`]): cell `[r][j]` the same integers as
+/// [`q6_k_dots`], [`q6_k_sums`], [`q6_k_add`], [`q6_k_wide`]): cell `[r][j]` the same integers as
 /// `q6_k_row`'s.
 #[target_feature(
     enable = "avx2,bmi1,bmi2,lzcnt,avx512f,avx512cd,avx512vl,avx512dq,avx512bw,avx512vnni"
@@ -1227,12 +1262,19 @@ fn q6_k_tile_vnni(rows: [&[u8]; TILE], acts: &[ActRow<'_>], cells: &mut Cells) {
     let (mut b, mut w) = (0, Q6kWeights::zero());
     while let Some(blks) = weight_supers::<210>(&rows, b) {
         w.decode(blks);
+        // (Unlike Q4_K's, its one `i128` step per cell measured no faster
+        // deferred after the tile's vector work.)
         for (j, a) in acts.iter().enumerate() {
             let Some((yq, ys)) = act_super(a, b) else {
                 continue;
             };
             let act = ActTerms::new(ys);
-            q6_k_cells(&w, &act, q6_k_dots(&w, yq), ys, cells, j);
+            let s = q6_k_dots(&w, yq);
+            if act.spread <= kquant::LIM_Q6_K {
+                q6_k_add(&w, &q6_k_sums(&act, s), cells, j);
+            } else {
+                q6_k_wide(&w, s, ys, cells, j);
+            }
         }
         b += 1;
     }
