@@ -756,6 +756,13 @@ fn across_lanes(v: __m512i, op: impl Fn(__m512i, __m512i) -> __m512i) -> u32 {
     _mm_cvtsi128_si32(_mm512_castsi512_si128(v)) as u32
 }
 
+/// `t << s` for `s < 64` (as [`add_mul_shifted`]).
+#[inline(always)]
+fn shl63(t: i128, s: u32) -> i128 {
+    debug_assert!(s < 64);
+    t << (s & 63)
+}
+
 /// `sum += (t · m) << s` in `i128`, for `s < 64`: here every `s` is the
 /// sum of two `f16` shifts ([`f16_fixed`], at most 30 each), and masking it
 /// to `0..=63` (the same value) lets the `i128` shift go without the
@@ -860,6 +867,11 @@ struct Q4kWeights {
     d: [(i32, u32); TILE],
     dmin: [(i32, u32); TILE],
     bad: [bool; TILE],
+    /// Per row, both mantissas brought to the smaller of the two shifts
+    /// `lo = min(dsh, nsh)`: `(dm << (dsh − lo), nm << (nsh − lo), lo)`
+    /// (each `< 2^11 · 2^30`, exact in `i64`), so that a cell's two `i128`
+    /// steps are one: `(I·dm' − M·nm') << (lo + base)`.
+    joint: [(i64, i64, u32); TILE],
 }
 
 /// The eight 6-bit scales and the eight mins of Q4_K's 12 packed bytes
@@ -916,6 +928,7 @@ impl Q4kWeights {
             d: [(0, 0); TILE],
             dmin: [(0, 0); TILE],
             bad: [false; TILE],
+            joint: [(0, 0, 0); TILE],
         }
     }
 
@@ -938,8 +951,11 @@ impl Q4kWeights {
                 u16::from_le_bytes([blk[0], blk[1]]),
                 u16::from_le_bytes([blk[2], blk[3]]),
             );
-            (self.d[r], self.dmin[r]) = (f16_fixed(d), f16_fixed(dmin));
+            let ((dm, dsh), (nm, nsh)) = (f16_fixed(d), f16_fixed(dmin));
+            (self.d[r], self.dmin[r]) = ((dm, dsh), (nm, nsh));
             self.bad[r] = f16_nonfinite(d) | f16_nonfinite(dmin);
+            let lo = dsh.min(nsh);
+            self.joint[r] = ((dm as i64) << (dsh - lo), (nm as i64) << (nsh - lo), lo);
         }
         (self.sc, self.mn) = (bytes_to_lanes(sc), bytes_to_lanes(mn));
     }
@@ -993,16 +1009,20 @@ fn q4_k_sums(w: &Q4kWeights, act: &ActTerms, s: [__m512i; 2]) -> SuperSums {
     }
 }
 
-/// The two `i128` steps of `q4_5_k_row_with` for each of input row `j`'s
-/// four cells, from its [`SuperSums`].
+/// The two `i128` steps of `q4_5_k_row_with`, `(I·dm) << (dsh + base) −
+/// (M·nm) << (nsh + base)`, for each of input row `j`'s four cells from its
+/// [`SuperSums`], as one: `(I·dm' − M·nm') << (lo + base)`
+/// ([`Q4kWeights::joint`]; the same integer: `dm' = dm·2^(dsh − lo)`; no
+/// `i128` overflow, the value being a sum of `dot_row`'s terms, each below
+/// 2^104, divided by `2^(lo + base)`).
 #[inline(always)]
 fn q4_k_add(w: &Q4kWeights, p: &SuperSums, cells: &mut Cells, j: usize) {
     for (r, row) in cells.iter_mut().enumerate() {
-        let ((dm, dsh), (nm, nsh)) = (w.d[r], w.dmin[r]);
+        let (dm, nm, lo) = w.joint[r];
         let c = &mut row[j];
         c.nonfinite |= w.bad[r];
-        add_mul_shifted(&mut c.sum, p.i[r], dm, dsh + p.base);
-        add_mul_shifted(&mut c.sum, -p.m[r], nm, nsh + p.base);
+        let t = p.i[r] as i128 * dm as i128 - p.m[r] as i128 * nm as i128;
+        c.sum += shl63(t, lo + p.base);
     }
 }
 
