@@ -34,11 +34,17 @@
 //! `|Σ q·y| ≤ 16·32·127 < 2^16`, times the half's signed scale `< 2^23`,
 //! the two halves added: `sumi_j` of `q6_k_sumi`, `< 2^24`), and, within the
 //! limit on `spread` ([`kquant::LIM_Q4_K`], [`kquant::LIM_Q6_K`]), the
-//! `i64` sums `I` (and Q4_K's `M`) of [`super::kquant`] by [`row_sums`]:
-//! `sc·sumq < 2^22` and `mn·bsum < 2^18` in `i32` lanes, times `am` (`< 2^11`)
-//! by `vpmuldq` in `i64`, shifted by `rel ≤ spread` (`vpsllvq`), each `i64`
-//! lane a partial sum of one row's terms and so below the table's `2^62`.
-//! Then per cell the same `i128` steps as the portable body; beyond the
+//! `i64` sums `I` (and Q4_K's `M`) of [`super::kquant`] by [`row_sums`] /
+//! [`row_sums2`]: `sc·sumq < 2^22` and `mn·bsum < 2^18` in `i32` lanes,
+//! times `am` (`< 2^11`) by `vpmuldq` in `i64`, shifted by `rel ≤ spread`
+//! (`vpsllvq`), each `i64` lane a partial sum of one row's terms and so
+//! below the table's `2^62`. Then per cell the portable body's `i128`
+//! step(s): Q6_K `(I·dm) << (dsh + base)`; Q4_K its two steps as one,
+//! `(I·dm' − M·nm') << (lo + base)` with the mantissas brought to `lo =
+//! min(dsh, nsh)` ([`q4_k_add`]: the same integer), after the vector work
+//! of all the tile's input rows ([`SuperSums`]). Every shift is the sum of
+//! two `f16` shifts, at most 30 each, and is masked to `0..=63` (the same
+//! value) so that no select for wider shifts is compiled. Beyond the
 //! limit, per sub-block in `i128` as there. Integer addition being
 //! associative, every cell is the portable body's integer.
 //!
