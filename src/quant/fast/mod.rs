@@ -606,12 +606,13 @@ fn kquant_rows(
 
 /// A K-quant tile kernel: [`kquant::TILE`] weight rows against one input
 /// row, or against up to [`ACT_TILE`] (the VNNI build).
+/// (Only the x86 builds make one.)
 #[derive(Clone, Copy)]
+#[cfg_attr(not(all(feature = "std", target_arch = "x86_64")), allow(dead_code))]
 enum KTile {
     /// One input row per call (the AVX2 / AVX-512 builds).
     One(kquant::TileFn),
     /// Up to [`ACT_TILE`] input rows per call.
-    #[cfg_attr(not(all(feature = "std", target_arch = "x86_64")), allow(dead_code))]
     Wide(kquant::MultiTileFn),
 }
 
