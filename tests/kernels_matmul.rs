@@ -15,7 +15,9 @@
 //! "Blocked" covers whole groups of [`ROW_GROUP`] rows; the rows past the
 //! last whole group always go through `dot_row`. Q4_K and Q6_K on a SIMD
 //! build with several input rows run whole tiles of [`TILE`] weight rows
-//! through the x86 tile kernel (asserted too: `RowsRun::tiled_rows`). For the formats without a
+//! through the x86 tile kernel (asserted too: `RowsRun::tiled_rows`; on
+//! `Auto` with AVX-512 VNNI the tile of four weight rows by up to eight
+//! input rows, reported as that build). For the formats without a
 //! blocked kernel the four paths are the same code, so their comparison
 //! here only checks `dot_row` against the batched `matmul`.
 mod support;
@@ -140,15 +142,22 @@ fn expected_run(ty: GgmlType, path: KernelPath, n_rows: usize, m: usize) -> Rows
         _ => Level::Portable,
     };
     // Q4_K and Q6_K on a SIMD build with several input rows: whole tiles of
-    // weight rows through the tile kernel.
+    // weight rows through the tile kernel, on `Auto` the VNNI one (four
+    // weight rows by up to eight input rows) where the CPU has it.
     let tiled = matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K)
         && build >= Level::Avx2
         && blocked_rows > 0
         && m > 1;
+    let tiled_rows = if tiled { n_rows / TILE * TILE } else { 0 };
+    let build = if tiled_rows > 0 && path == KernelPath::Auto && level() == Level::Avx512Vnni {
+        Level::Avx512Vnni
+    } else {
+        build
+    };
     RowsRun {
         blocked_rows,
         build,
-        tiled_rows: if tiled { n_rows / TILE * TILE } else { 0 },
+        tiled_rows,
     }
 }
 
@@ -354,8 +363,12 @@ fn extreme_blocks_agree() {
 /// 15 (31) or 0 and every 6-bit scale and min 63; Q6_K with every value -32
 /// (or 31) and every scale -128 (or 127); activations all ±127, in
 /// super-blocks whose activation scales are equal (the `i64` sum at its
-/// widest) or, for some input rows, 2^28 apart (the per-sub-block
-/// fallback). The reference and every path agree.
+/// widest) or `2^spread` apart, `spread` from 24 to 29 (the widest f16 shifts allow): at, just past and
+/// beyond each format's limit (`LIM_Q6_K` 24, `LIM_Q5_K` 25, `LIM_Q4_K`
+/// 26; the `i64` sum at its largest when seven of eight blocks are the
+/// high ones), else the per-sub-block fallback. One input row, a partial
+/// tile of four and a whole tile of eight plus one (the VNNI tile's
+/// partial last tile). The reference and every path agree.
 #[test]
 fn kquant_extreme_blocks_agree() {
     for ty in [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K] {
@@ -384,29 +397,86 @@ fn kquant_extreme_blocks_agree() {
                 }
             }
             let w = QMatrix::new(ty, n_in, n_out, &wb).unwrap();
-            for m in [1usize, 4] {
-                let x: Vec<F32> = (0..m * n_in)
-                    .map(|i| {
-                        let (row, blk) = (i / n_in, (i % n_in) / 32);
-                        // Block scales 2^21/127 (f16 shift 28) and 2^-7/127
-                        // (shift 0): a spread of 28, above both limits.
-                        let mag = if row % 2 == 1 && blk % 3 == 1 {
-                            F32::from_bits((127 + 21) << 23)
-                        } else {
-                            F32::from_bits((127 - 7) << 23)
-                        };
-                        // One sign per super-block: nothing cancels.
-                        if (row + blk / 8) % 2 == 0 { mag } else { -mag }
-                    })
-                    .collect();
-                let [r, p, s, v2] = paths(&w, &x, m, n_out / 2);
-                let nonzero = |c: &u32| F32::from_bits(*c).is_finite() && *c << 1 != 0;
-                assert!(r.iter().all(nonzero), "{ty:?}");
-                assert_eq!(r, p, "{ty:?} kb {kb} m {m} portable");
-                assert_eq!(r, s, "{ty:?} kb {kb} m {m} best SIMD");
-                assert_eq!(r, v2, "{ty:?} kb {kb} m {m} AVX2");
+            for spread in 24..=29 {
+                for m in [1usize, 4, 9] {
+                    let x = extreme_inputs(m, n_in, spread);
+                    let [r, p, s, v2] = paths(&w, &x, m, n_out / 2);
+                    let nonzero = |c: &u32| F32::from_bits(*c).is_finite() && *c << 1 != 0;
+                    assert!(r.iter().all(nonzero), "{ty:?}");
+                    let at = format!("{ty:?} kb {kb} m {m} spread {spread}");
+                    assert_eq!(r, p, "{at} portable");
+                    assert_eq!(r, s, "{at} best SIMD");
+                    assert_eq!(r, v2, "{at} AVX2");
+                }
             }
         }
+    }
+}
+
+/// Input rows shorter than the K-quant weight rows (a `QActs` of another
+/// width, as `rows_kernel_with` takes it unchecked): the tile kernels must
+/// not take them; every path sends their cells through `dot_row`, which
+/// reports the mismatch (NaN cells), and none counts a tiled row or
+/// reports the VNNI tile's build.
+#[test]
+fn kquant_short_input_rows_go_to_dot_row() {
+    for ty in [GgmlType::Q4_K, GgmlType::Q6_K] {
+        let (n_in, n_out, m) = (512, 9, 10);
+        let mut rng = Rng(5);
+        let wb = weights(&mut rng, ty, n_in, n_out, false);
+        let w = QMatrix::new(ty, n_in, n_out, &wb).unwrap();
+        let kind = ActKind::for_weight(ty);
+        let mut buf = vec![0u8; QActs::bytes_for(kind, m, 256).unwrap()];
+        let mut arena = Arena::new(&mut buf);
+        let mut a = QActs::new(&mut arena, kind, m, 256).unwrap();
+        a.quantize(&inputs(&mut rng, m, 256, false)).unwrap();
+        for p in [KernelPath::Portable, KernelPath::Auto, KernelPath::Avx2] {
+            let mut out = vec![F32::ZERO; m * n_out];
+            let ran = rows_kernel_with(&w, 0, &a, &mut out, p);
+            assert!(out.iter().all(|c| c.is_nan()), "{ty:?} {p:?}");
+            assert_eq!(
+                (ran.blocked_rows, ran.tiled_rows),
+                (n_out, 0),
+                "{ty:?} {p:?}"
+            );
+            assert_ne!(ran.build, Level::Avx512Vnni, "{ty:?} {p:?}");
+        }
+    }
+}
+
+/// `m` input rows of magnitudes whose Q8 block scales are `2^-7/127` (f16
+/// shift 0) or `2^(spread - 7)/127` (shift `spread`): row `i % 3 == 0` all
+/// low (equal scales), `1` every block but the first of each super-block
+/// high, `2` every third block high; one sign per super-block (nothing
+/// cancels).
+fn extreme_inputs(m: usize, n_in: usize, spread: i32) -> Vec<F32> {
+    (0..m * n_in)
+        .map(|i| {
+            let (row, blk) = (i / n_in, (i % n_in) / 32);
+            let high = match row % 3 {
+                0 => false,
+                1 => blk % 8 != 0,
+                _ => blk % 3 == 1,
+            };
+            let e = if high { spread - 7 } else { -7 };
+            let mag = F32::from_bits(((127 + e) as u32) << 23);
+            if (row + blk / 8) % 2 == 0 { mag } else { -mag }
+        })
+        .collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    /// Q4_K and Q6_K against 2 to 12 input rows (whole and partial tiles
+    /// of the VNNI tile's eight), row counts not multiples of four (tail
+    /// rows through the row kernel), model-like or wild scales (spreads
+    /// beyond the limits, zero and non-finite scales): every path agrees
+    /// with the reference and runs what it should.
+    #[test]
+    fn kquant_tiles_agree(seed in any::<u64>(), q6 in any::<bool>(), sb in 1usize..4,
+                          n_out in 1usize..15, m in 2usize..13, wild in any::<bool>()) {
+        let ti = TYPES.iter().position(|&t| t == if q6 { GgmlType::Q6_K } else { GgmlType::Q4_K });
+        check(seed, ti.unwrap(), 8 * sb, n_out, m, wild);
     }
 }
 

@@ -41,10 +41,12 @@
 //! The bodies are portable Rust written for auto-vectorization; the
 //! crate's `multiversion!` compiles each for AVX2 and AVX-512 (same
 //! operations, same bits). On x86-64 with `std`, Q4_K and Q6_K use
-//! hand-written builds instead (`super::x86`): the per-sub-block integer
+//! hand-written builds instead (`super::x86_kquant`): the per-sub-block integer
 //! sums by AVX2 intrinsics (the auto-vectorized bodies spent most of their
 //! time in one horizontal reduction per sub-block), and `I` and `M` above
-//! in vectors — the same integers, then the same `i128` steps. That expansion is this file's only `unsafe`
+//! in vectors — the same integers, then the same `i128` steps; on AVX-512
+//! VNNI with several input rows, a tile of four weight rows by up to eight
+//! input rows (`MultiTileFn`). That expansion is this file's only `unsafe`
 //! (reviewed in [`crate::simd`]), so the file cannot carry
 //! `forbid(unsafe_code)`; the crate's `deny(unsafe_code)` covers the rest.
 
@@ -288,6 +290,15 @@ pub const TILE: usize = 4;
 /// cell the same integers as the row kernel's; the x86 Q4_K and Q6_K builds).
 pub(crate) type TileFn = fn([&[u8]; TILE], &ActRow<'_>) -> [ExactAcc; TILE];
 
+/// A tile kernel over [`TILE`] weight rows (whole super-blocks, all the
+/// same length) against up to [`super::ACT_TILE`] input rows (each with its
+/// `qs` and `sc` as long as the rows): fills cell `[k][j]` of the first
+/// `acts.len()` columns with the same integers as the row kernel's for
+/// weight row `k` and input row `j` (the x86 AVX-512 VNNI Q4_K and Q6_K
+/// builds).
+pub(crate) type MultiTileFn =
+    fn([&[u8]; TILE], &[ActRow<'_>], &mut [[ExactAcc; super::ACT_TILE]; TILE]);
+
 /// A row kernel: [`q4_k_row`], [`q5_k_row`] or [`q6_k_row`], one of their builds.
 pub(crate) type RowFn = fn(&[u8], &ActRow<'_>) -> ExactAcc;
 
@@ -303,10 +314,10 @@ pub(crate) fn row_kernels(ty: GgmlType) -> Option<(RowFn, [Option<RowFn>; 2])> {
 }
 
 /// The hand-written builds of `ty`'s row kernel (x86-64 with `std`: Q4_K
-/// and Q6_K, in [`super::x86`]) where this CPU runs them, else `builds`.
+/// and Q6_K, in [`super::x86_kquant`]) where this CPU runs them, else `builds`.
 fn hand_or(ty: GgmlType, builds: [Option<RowFn>; 2]) -> [Option<RowFn>; 2] {
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    if let Some(hand) = super::x86::kquant_builds(ty) {
+    if let Some(hand) = super::x86_kquant::kquant_builds(ty) {
         return hand;
     }
     let _ = ty;

@@ -6,14 +6,15 @@
 //! rows) is [`super::dot::dot_row`] per cell.
 //!
 //! This module holds the portable drivers and chunk kernels; `x86` (x86-64
-//! with `std`) holds the hand-written AVX2 / AVX-512 VNNI chunk kernels that
+//! with `std`) holds the hand-written AVX2 / AVX-512 VNNI chunk kernels (and
+//! `x86_kquant` the K-quant ones) that
 //! the same drivers inline ("fused": the weight scales decoded on the fly),
 //! chosen by [`crate::simd::level`].
 //!
 //! | weights | [`KernelPath::Reference`] | `Portable` | `Auto` | `Avx2` |
 //! |---|---|---|---|---|
 //! | Q4_1, Q5_0, Q8_0 | `dot_row` | blocked, portable | blocked, widest fused build (VNNI, AVX2) or portable | blocked, AVX2 fused build or portable |
-//! | Q4_K, Q5_K, Q6_K | `dot_row` | [`kquant`] row kernel, portable body | row kernel, widest build (AVX-512, AVX2; Q4_K and Q6_K: hand-written in `x86`, Q4_K and Q6_K with several input rows four weight rows at a time) or portable | row kernel, AVX2 build (Q4_K and Q6_K likewise tiled) or portable |
+//! | Q4_K, Q5_K, Q6_K | `dot_row` | [`kquant`] row kernel, portable body | row kernel, widest build (AVX-512, AVX2; Q4_K and Q6_K: hand-written in `x86_kquant`, with several input rows four weight rows at a time — on AVX-512 VNNI against up to eight input rows at a time) or portable | row kernel, AVX2 build (Q4_K and Q6_K likewise tiled, one input row at a time) or portable |
 //! | any other | `dot_row` | `dot_row` | `dot_row` | `dot_row` |
 //!
 //! [`rows_kernel_with`] reports which of them ran ([`RowsRun`], with the rows
@@ -62,6 +63,8 @@ use crate::simd::Level;
 pub mod kquant;
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
 mod x86;
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+mod x86_kquant;
 
 /// Weight rows the blocked kernels process together.
 pub const ROW_GROUP: usize = 4;
@@ -103,7 +106,8 @@ pub struct RowsRun {
     /// The fast kernel's build: [`Level::Portable`] for the portable
     /// split kernels and row kernels, [`Level::Avx2`] or
     /// [`Level::Avx512Vnni`] for the fused SIMD ones, [`Level::Avx2`] or
-    /// [`Level::Avx512`] for the row kernels' `multiversion!` builds
+    /// [`Level::Avx512`] for the row kernels' `multiversion!` builds,
+    /// [`Level::Avx512Vnni`] when the Q4_K / Q6_K VNNI tile did a tile
     /// (`Portable` too when no row was done by a fast kernel).
     pub build: Level,
     /// Of `blocked_rows`, the Q4_K / Q6_K weight rows done by the x86 tile
@@ -557,9 +561,11 @@ pub fn rows_kernel_with(
 /// Every row of a Q4_K / Q5_K / Q6_K matrix through `path`'s build of its
 /// [`kquant`] row kernel (`body` and its `[AVX-512, AVX2]` builds; cells
 /// whose rows do not have the expected lengths through [`dot_row`], which
-/// reports them); returns `(rows done, build, rows done by the tile kernel)`
-/// (an input row that is not well-formed sends its tile's cells through
-/// `dot_row` and counts the tile as not tiled).
+/// reports them), whole tiles of [`kquant::TILE`] weight rows first through
+/// a tile kernel where there is one and several input rows
+/// ([`kquant_tiles`]); returns `(rows done, build, rows done by the tile
+/// kernel)`. The build is [`Level::Avx512Vnni`] when the VNNI tile
+/// (`Auto` on a CPU with it) did a tile.
 fn kquant_rows(
     w: &QMatrix<'_>,
     r0: usize,
@@ -569,70 +575,189 @@ fn kquant_rows(
     (body, [avx512, avx2]): (kquant::RowFn, [Option<kquant::RowFn>; 2]),
 ) -> (usize, Level, usize) {
     let m = x.rows().max(1);
-    let (f, build) = match (path, avx512, avx2) {
+    let (f, mut build) = match (path, avx512, avx2) {
         (KernelPath::Auto, Some(f), _) => (f, Level::Avx512),
         (KernelPath::Auto | KernelPath::Avx2, _, Some(f)) => (f, Level::Avx2),
         _ => (body, Level::Portable),
     };
-    let nb = w.n_in / QK;
-    #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    let tile = x86::kquant_tile(w.ty, build);
-    #[cfg(not(all(feature = "std", target_arch = "x86_64")))]
-    let tile: Option<kquant::TileFn> = None;
-    let fits = |a: &ActRow<'_>| a.qs.len() == w.n_in && a.sc.len() == nb;
-    // Whole tiles of weight rows through the tile kernel where there is one
-    // (every row of the tile present, the input row well-formed), the rest
-    // per cell.
-    let n_rows = out.len() / m;
-    let mut done = 0;
-    let mut tiled = 0;
     // One input row (decode) measured faster per row kernel.
-    if let Some(t) = tile.filter(|_| m > 1) {
-        while done + kquant::TILE <= n_rows {
-            let rows: [_; kquant::TILE] = core::array::from_fn(|k| w.row(r0 + done + k));
-            let [Ok(w0), Ok(w1), Ok(w2), Ok(w3)] = rows else {
-                break;
-            };
-            let mut all_fit = true;
-            for j in 0..m {
-                let a = match x.row(j) {
-                    Ok(a) if fits(&a) => a,
-                    // A malformed input row: `dot_row` per cell, as below.
-                    _ => {
-                        all_fit = false;
-                        for k in 0..kquant::TILE {
-                            out[(done + k) * m + j] = match (w.row(r0 + done + k), x.row(j)) {
-                                (Ok(data), Ok(a)) => {
-                                    dot_row(w.ty, data, &a, w.n_in).unwrap_or(F32::NAN)
-                                }
-                                _ => F32::NAN,
-                            };
-                        }
-                        continue;
-                    }
-                };
-                let accs = t([w0, w1, w2, w3], &a);
-                for (k, acc) in accs.into_iter().enumerate() {
-                    out[(done + k) * m + j] = acc.finish();
-                }
+    let (done, tiled) = match kquant_tile_kernel(w.ty, path, build) {
+        Some(t) if m > 1 => {
+            let (done, tiled, ran) = kquant_tiles(w, r0, x, out, t);
+            if ran && matches!(t, KTile::Wide(_)) {
+                build = Level::Avx512Vnni;
             }
-            done += kquant::TILE;
-            if all_fit {
-                tiled += kquant::TILE;
-            }
+            (done, tiled)
         }
-    }
+        _ => (0, 0),
+    };
     for (i, cells) in out.chunks_mut(m).enumerate().skip(done) {
         let row = w.row(r0 + i);
         for (j, c) in cells.iter_mut().enumerate() {
             *c = match (row, x.row(j)) {
-                (Ok(data), Ok(a)) if fits(&a) => f(data, &a).finish(),
+                (Ok(data), Ok(a)) if kquant_act_fits(w, &a) => f(data, &a).finish(),
                 (Ok(data), Ok(a)) => dot_row(w.ty, data, &a, w.n_in).unwrap_or(F32::NAN),
                 _ => F32::NAN,
             };
         }
     }
     (out.len() / m, build, tiled)
+}
+
+/// A K-quant tile kernel: [`kquant::TILE`] weight rows against one input
+/// row, or against up to [`ACT_TILE`] (the VNNI build).
+/// (Only the x86 builds make one.)
+#[derive(Clone, Copy)]
+#[cfg_attr(not(all(feature = "std", target_arch = "x86_64")), allow(dead_code))]
+enum KTile {
+    /// One input row per call (the AVX2 / AVX-512 builds).
+    One(kquant::TileFn),
+    /// Up to [`ACT_TILE`] input rows per call.
+    Wide(kquant::MultiTileFn),
+}
+
+/// The tile kernel of `ty` for the row kernel's `build` on `path`, if this
+/// CPU runs one: on `Auto` the VNNI tile where the CPU has it, else the
+/// tile build matching `build`.
+fn kquant_tile_kernel(ty: GgmlType, path: KernelPath, build: Level) -> Option<KTile> {
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    {
+        let wide = x86_kquant::kquant_tile_vnni(ty).filter(|_| path == KernelPath::Auto);
+        wide.map(KTile::Wide)
+            .or_else(|| x86_kquant::kquant_tile(ty, build).map(KTile::One))
+    }
+    #[cfg(not(all(feature = "std", target_arch = "x86_64")))]
+    {
+        let _ = (ty, path, build);
+        None
+    }
+}
+
+/// Whether the K-quant kernels take input row `a` for `w`.
+fn kquant_act_fits(w: &QMatrix<'_>, a: &ActRow<'_>) -> bool {
+    a.qs.len() == w.n_in && a.sc.len() == w.n_in / QK
+}
+
+/// Whole tiles of [`kquant::TILE`] weight rows `r0..` (while every row of
+/// the tile is present) through the tile kernel `t`, into `out` (rows, M);
+/// returns `(rows done, rows tiled, whether `t` computed a cell)`: a tile
+/// with an input row that is not well-formed sends that row's cells
+/// through [`dot_row`] and counts as not tiled.
+fn kquant_tiles(
+    w: &QMatrix<'_>,
+    r0: usize,
+    x: &QActs<'_>,
+    out: &mut [F32],
+    t: KTile,
+) -> (usize, usize, bool) {
+    let m = x.rows().max(1);
+    let n_rows = out.len() / m;
+    let (mut done, mut tiled, mut ran) = (0, 0, false);
+    while done + kquant::TILE <= n_rows {
+        let rows: [_; kquant::TILE] = core::array::from_fn(|k| w.row(r0 + done + k));
+        let [Ok(w0), Ok(w1), Ok(w2), Ok(w3)] = rows else {
+            break;
+        };
+        let cells = &mut out[done * m..(done + kquant::TILE) * m];
+        let mut all_fit = true;
+        for j0 in (0..m).step_by(ACT_TILE) {
+            let cols = j0..(j0 + ACT_TILE).min(m);
+            let fit = kquant_act_tile(w, r0 + done, x, cols, [w0, w1, w2, w3], t, cells);
+            all_fit &= fit.all;
+            ran |= fit.any;
+        }
+        done += kquant::TILE;
+        if all_fit {
+            tiled += kquant::TILE;
+        }
+    }
+    (done, tiled, ran)
+}
+
+/// Which input rows of a [`kquant_act_tile`] call the tile kernel took.
+struct TileFit {
+    /// Every one (none went through [`dot_row`]).
+    all: bool,
+    /// At least one.
+    any: bool,
+}
+
+/// The cells of input row `j` (of `m`) against weight rows `rw..rw + TILE`
+/// of `w` through [`dot_row`] (an input row the K-quant kernels do not
+/// take: `dot_row` reports it, the cell is NaN), into the tile's `cells`.
+fn kquant_column_by_dot_row(
+    w: &QMatrix<'_>,
+    rw: usize,
+    x: &QActs<'_>,
+    j: usize,
+    m: usize,
+    cells: &mut [F32],
+) {
+    for k in 0..kquant::TILE {
+        cells[k * m + j] = match (w.row(rw + k), x.row(j)) {
+            (Ok(data), Ok(a)) => dot_row(w.ty, data, &a, w.n_in).unwrap_or(F32::NAN),
+            _ => F32::NAN,
+        };
+    }
+}
+
+/// Input rows `cols` (at most [`ACT_TILE`]) against the weight rows `rows`
+/// (`rw..rw + TILE` of `w`) into the tile's `cells` (TILE, M): the
+/// well-formed input rows through `t`, any other by
+/// [`kquant_column_by_dot_row`].
+fn kquant_act_tile(
+    w: &QMatrix<'_>,
+    rw: usize,
+    x: &QActs<'_>,
+    cols: core::ops::Range<usize>,
+    rows: [&[u8]; kquant::TILE],
+    t: KTile,
+    cells: &mut [F32],
+) -> TileFit {
+    let m = x.rows().max(1);
+    let mut acts = [ActRow {
+        qs: &[],
+        sc: &[],
+        ch: &[],
+        flags: 0,
+        h: &[],
+        f: &[],
+    }; ACT_TILE];
+    let mut at = [0usize; ACT_TILE];
+    let (mut n, mut all) = (0, true);
+    for j in cols {
+        match x.row(j) {
+            Ok(a) if kquant_act_fits(w, &a) && n < ACT_TILE => {
+                (acts[n], at[n]) = (a, j);
+                n += 1;
+            }
+            _ => {
+                all = false;
+                kquant_column_by_dot_row(w, rw, x, j, m, cells);
+            }
+        }
+    }
+    let acts = &acts[..n];
+    match t {
+        _ if n == 0 => {}
+        KTile::One(t) => {
+            for (a, &j) in acts.iter().zip(&at) {
+                for (k, acc) in t(rows, a).into_iter().enumerate() {
+                    cells[k * m + j] = acc.finish();
+                }
+            }
+        }
+        KTile::Wide(t) => {
+            let mut accs = [[ExactAcc::default(); ACT_TILE]; kquant::TILE];
+            t(rows, acts, &mut accs);
+            for (k, row) in accs.iter().enumerate() {
+                for (acc, &j) in row.iter().zip(&at[..n]) {
+                    cells[k * m + j] = acc.finish();
+                }
+            }
+        }
+    }
+    TileFit { all, any: n > 0 }
 }
 
 /// What the blocked kernel needs to know of a weight format.

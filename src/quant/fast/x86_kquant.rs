@@ -1,0 +1,1307 @@
+//! The hand-written x86 builds of the Q4_K / Q6_K row kernels of
+//! [`super::kquant`] (x86-64, feature `std`; the builds chosen by
+//! [`crate::simd::level`]): one weight row against one input row
+//! ([`kquant_builds`]); with several input rows four weight rows at a time
+//! against one input row ([`kquant_tile`]), in AVX2 intrinsics (also
+//! compiled with the AVX-512 features, as `multiversion!` does); and on
+//! AVX-512 VNNI four weight rows against up to [`ACT_TILE`] input rows
+//! ([`kquant_tile_vnni`]: [`q4_k_tile_vnni`], [`q6_k_tile_vnni`]).
+//!
+//! Contract: they compute exactly the `i32` sub-block sums and the `i64`
+//! super-block sums of [`super::kquant`]'s portable bodies, then the same
+//! `i128` steps — same integers, another instruction sequence — so results
+//! are the same bits; `tests/kernels_matmul.rs` checks that by proptest
+//! (every path, and that the one asked for ran), `tests/kernels_guarded.rs`
+//! that they read only their inputs (guard pages), `tests/quant_exact.rs`
+//! extreme blocks.
+//!
+//! ## The VNNI tile, and why it is exact
+//!
+//! Per super-block the four weight rows are decoded once for every input
+//! row of the tile: each row's 256 values as four 64-byte vectors laid out
+//! as the activations are (vector `c`: elements `64c..64c + 64`, sub-blocks
+//! `2c` and `2c + 1`; Q4_K: the nibbles, Q6_K: `q + 32` in `0..=63`), the
+//! scales in the lane order the reduction produces (lane `4(j − 4h) + r` of
+//! vector `h`: sub-block `j`, weight row `r`), and the `f16` scales. Per
+//! input row its terms are taken once for the four rows ([`ActTerms`]:
+//! `base`, `spread`, `am_j`, `rel_j`, `bsum_j` in that lane order), then per
+//! 64 activations one load and four `vpdpbusd` (one per weight row; each
+//! `i32` lane the sum of four products: Q4_K `≤ 4·15·127`; Q6_K, added to
+//! `−32·Σ y` of the same four activations, `|Σ q·y| ≤ 4·32·127`: no lane
+//! comes near 2^31), one reduction of the four rows' dots together
+//! ([`reduce4`], [`pair_halves`]: the sub-block sums `sumq_j` of
+//! `q4_5_k_sumq`, `≤ 32·15·127 < 2^16`, resp. per 16-element half
+//! `|Σ q·y| ≤ 16·32·127 < 2^16`, times the half's signed scale `< 2^23`,
+//! the two halves added: `sumi_j` of `q6_k_sumi`, `< 2^24`), and, within the
+//! limit on `spread` ([`kquant::LIM_Q4_K`], [`kquant::LIM_Q6_K`]), the
+//! `i64` sums `I` (and Q4_K's `M`) of [`super::kquant`] by [`row_sums`] /
+//! [`row_sums2`]: `sc·sumq < 2^22` and `mn·bsum < 2^18` in `i32` lanes,
+//! times `am` (`< 2^11`) by `vpmuldq` in `i64`, shifted by `rel ≤ spread`
+//! (`vpsllvq`), each `i64` lane a partial sum of one row's terms and so
+//! below the table's `2^62`. Then per cell the portable body's `i128`
+//! step(s): Q6_K `(I·dm) << (dsh + base)`; Q4_K its two steps as one,
+//! `(I·dm' − M·nm') << (lo + base)` with the mantissas brought to `lo =
+//! min(dsh, nsh)` ([`q4_k_add`]: the same integer), after the vector work
+//! of all the tile's input rows ([`SuperSums`]). Every shift is the sum of
+//! two `f16` shifts, at most 30 each, and is masked to `0..=63` (the same
+//! value) so that no select for wider shifts is compiled. Beyond the
+//! limit, per sub-block in `i128` as there. Integer addition being
+//! associative, every cell is the portable body's integer.
+//!
+//! ## Unsafe review
+//! * Every `unsafe` block is a call of a `#[target_feature]` function, made
+//!   only through a function pointer that [`kquant_builds`],
+//!   [`kquant_tile`] or [`kquant_tile_vnni`] hands out after
+//!   [`crate::simd::level`] confirmed each of its features
+//!   ([`Level::Avx2`]: AVX2, BMI1, BMI2, LZCNT; [`Level::Avx512`]: those
+//!   and AVX-512 F, CD, VL, DQ, BW; [`Level::Avx512Vnni`]: those and
+//!   VNNI), or an unaligned load or store.
+//! * Loads read from slices whose length is asserted at the load
+//!   ([`load32`], [`load64`]; the VNNI tile's callers pass whole
+//!   super-blocks as arrays, `&[u8; 144]`, `&[u8; 210]`, `&[i8; 256]`, and
+//!   the eight block scales as their 256 bytes); stores write local arrays
+//!   of the stored size.
+//! * No pointer arithmetic beyond those checked slices, no writes through
+//!   pointers, no uninitialised memory.
+#![allow(unsafe_code)]
+
+use super::{ACT_TILE, kquant};
+use crate::quant::GgmlType;
+use crate::quant::act::{ActRow, ActScale, FLAG_D_NONFINITE};
+use crate::quant::block::QK_K;
+use crate::quant::fixed::{ExactAcc, f16_fixed, f16_nonfinite};
+use crate::simd::Level;
+use core::arch::x86_64::*;
+
+/// The hand-written `[AVX-512, AVX2]` builds of the Q4_K and Q6_K row
+/// kernels ([`super::kquant`]) this CPU runs, `None` for other formats.
+/// Both builds are the same AVX2 intrinsics (the AVX-512 one compiled with
+/// the AVX-512 features too, as `multiversion!` does): the sub-block byte
+/// dots by `vpmaddubsw` / `vpmaddwd` into one `i32` vector per sub-block,
+/// the eight vectors summed together by a `vphaddd` tree, then the
+/// super-block's `i64` sum of [`super::kquant`] in vectors
+/// ([`scaled_sum_split`]) and its `i128` steps as there.
+pub(super) fn kquant_builds(ty: GgmlType) -> Option<[Option<kquant::RowFn>; 2]> {
+    let level = crate::simd::level();
+    let (wide, narrow): (kquant::RowFn, kquant::RowFn) = match ty {
+        GgmlType::Q4_K => (q4_k_avx512_entry, q4_k_avx2_entry),
+        GgmlType::Q6_K => (q6_k_avx512_entry, q6_k_avx2_entry),
+        _ => return None,
+    };
+    if level < Level::Avx2 {
+        return None;
+    }
+    Some([(level >= Level::Avx512).then_some(wide), Some(narrow)])
+}
+
+/// The eight `i32` lanes of `v`.
+#[target_feature(enable = "avx2")]
+fn to_array(v: __m256i) -> [i32; 8] {
+    let mut out = [0i32; 8];
+    // SAFETY: `out` is 32 writable bytes; the store is unaligned.
+    unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), v) };
+    out
+}
+
+/// The 32 bytes of `s` at `at` as a vector.
+#[target_feature(enable = "avx2")]
+fn load32<T: Copy>(s: &[T], at: usize) -> __m256i {
+    assert!(size_of::<T>() == 1 && at + 32 <= s.len());
+    // SAFETY: `T` is one byte and `at + 32 <= s.len()` (asserted above), so
+    // the 32 bytes read lie in `s`; the load is unaligned.
+    unsafe { _mm256_loadu_si256(s.as_ptr().add(at).cast()) }
+}
+
+/// Sum of each of eight `i32` vectors, as one vector (lane `j`: `v[j]`'s
+/// total): two `vphaddd` levels (lane `k < 4` of the second: `v[k]`'s
+/// low-half total, lane `4 + k` its high half's), then the halves added.
+#[target_feature(enable = "avx2")]
+fn sum8v(v: [__m256i; 8]) -> __m256i {
+    let t0 = _mm256_hadd_epi32(v[0], v[1]);
+    let t1 = _mm256_hadd_epi32(v[2], v[3]);
+    let t2 = _mm256_hadd_epi32(v[4], v[5]);
+    let t3 = _mm256_hadd_epi32(v[6], v[7]);
+    let u0 = _mm256_hadd_epi32(t0, t1);
+    let u1 = _mm256_hadd_epi32(t2, t3);
+    _mm256_add_epi32(
+        _mm256_permute2x128_si256(u0, u1, 0x20),
+        _mm256_permute2x128_si256(u0, u1, 0x31),
+    )
+}
+
+/// `Σ_j (a_j · m_j) << r_j` over the eight `i32` lanes, in `i64` (the
+/// caller's bounds keep every partial sum below 2^62): `vpmuldq` on the
+/// even and the odd lanes, `vpsllvq`, and the four `i64` lanes added. `m`
+/// and `r` come split once for several `a` ([`SuperAct`]): `m` and `m_odd`
+/// (its odd lanes moved down, as by `vpshufd`), `r_even` and `r_odd` (the
+/// shifts in the low half of each `i64` lane). The odd lanes of `a` are
+/// moved down by `vpshufd`, not by a 64-bit shift (which the compiler
+/// lowers to a full 64-bit multiply there).
+#[target_feature(enable = "avx2")]
+fn scaled_sum_split(a: __m256i, m: [__m256i; 2], r: [__m256i; 2]) -> i64 {
+    let even = _mm256_sllv_epi64(_mm256_mul_epi32(a, m[0]), r[0]);
+    let odd = _mm256_sllv_epi64(_mm256_mul_epi32(_mm256_shuffle_epi32(a, 0xF5), m[1]), r[1]);
+    let s = _mm256_add_epi64(even, odd);
+    let s = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    _mm_cvtsi128_si64(s).wrapping_add(_mm_extract_epi64(s, 1))
+}
+
+/// Eight `i32` as a vector.
+#[target_feature(enable = "avx2")]
+fn v8(v: [i32; 8]) -> __m256i {
+    _mm256_setr_epi32(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7])
+}
+
+/// The Q4_K row kernel: the sub-block sums by `vpmaddubsw` / `vpmaddwd`
+/// (nibbles `0..=15` times activations in `-127..=127`, pairs at most
+/// `2·15·127`, never saturating) summed by [`sum8v`], and, within
+/// [`kquant::LIM_Q4_K`], the `i64` sums `I` and `M` of [`super::kquant`]
+/// (`Σ_j ((sc_j·sumq_j)·am_j) << rel_j`, `Σ_j ((mn_j·bsum_j)·am_j) <<
+/// rel_j`: the same integers, `sc·sumq < 2^22` and `mn·bsum < 2^18` exact
+/// in `i32`) in vectors; beyond it, per sub-block in `i128` as there.
+#[target_feature(enable = "avx2")]
+fn q4_k_row_vec(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
+    let [acc] = q4_k_rows_vec([row], a);
+    acc
+}
+
+/// [`q4_k_row_vec`] for `N` weight rows at once against one input row (each
+/// cell the same integers): the input's per-super-block terms (shift base
+/// and spread, mantissas, `rel`, `bsum`) are gathered once for all rows.
+/// The caller checks the input row's lengths as for one.
+#[target_feature(enable = "avx2")]
+fn q4_k_rows_vec<const N: usize>(rows: [&[u8]; N], a: &ActRow<'_>) -> [ExactAcc; N] {
+    let mut acc = [(); N].map(|()| ExactAcc {
+        sum: 0,
+        nonfinite: a.flags & FLAG_D_NONFINITE != 0,
+    });
+    let m4 = _mm256_set1_epi8(15);
+    let ones = _mm256_set1_epi16(1);
+    let sbs = a.qs.chunks_exact(QK_K).zip(a.sc.chunks_exact(8));
+    for (b, (yq, ys)) in sbs.enumerate() {
+        let act = SuperAct::new(super_terms(ys));
+        let (base, spread, am, r) = (act.base, act.spread, act.am, act.r);
+        let bs = v8(core::array::from_fn(|j| ys[j].bsum));
+        let y: [__m256i; 8] = core::array::from_fn(|k| load32(yq, 32 * k));
+        for (acc, row) in acc.iter_mut().zip(rows) {
+            let Some(blk) = row.get(144 * b..144 * (b + 1)) else {
+                continue;
+            };
+            let d = u16::from_le_bytes([blk[0], blk[1]]);
+            let dmin = u16::from_le_bytes([blk[2], blk[3]]);
+            acc.nonfinite |= f16_nonfinite(d) | f16_nonfinite(dmin);
+            let (dm, dsh) = f16_fixed(d);
+            let (nm, nsh) = f16_fixed(dmin);
+            let scales = &blk[4..16];
+            let (mut sc, mut mn) = ([0i32; 8], [0i32; 8]);
+            for (j, (s, m)) in sc.iter_mut().zip(mn.iter_mut()).enumerate() {
+                (*s, *m) = kquant::scale_min(scales, j);
+            }
+            // Sub-block 2c: low nibbles of bytes 32c.., 2c + 1: the high ones.
+            let mut v = [_mm256_setzero_si256(); 8];
+            for c in 0..4 {
+                let q = load32(blk, 16 + 32 * c);
+                let lo = _mm256_and_si256(q, m4);
+                let hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                v[2 * c] = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, y[2 * c]), ones);
+                v[2 * c + 1] = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, y[2 * c + 1]), ones);
+            }
+            let sumq = sum8v(v);
+            if spread <= kquant::LIM_Q4_K {
+                let id = scaled_sum_split(_mm256_mullo_epi32(v8(sc), sumq), am, r);
+                let im = scaled_sum_split(_mm256_mullo_epi32(v8(mn), bs), am, r);
+                acc.sum += (id as i128 * dm as i128) << (dsh + base);
+                acc.sum -= (im as i128 * nm as i128) << (nsh + base);
+            } else {
+                let sq = to_array(sumq);
+                for (j, s) in ys.iter().enumerate() {
+                    acc.add_shifted((sc[j] * sq[j]) as i64 * (dm * s.dm) as i64, dsh + s.dsh);
+                    acc.add_shifted(-((mn[j] * s.bsum) as i64 * (nm * s.dm) as i64), nsh + s.dsh);
+                }
+            }
+        }
+    }
+    acc
+}
+
+/// The Q6_K scaled sub-block sums of a 210-byte super-block `blk` with its
+/// 256 activations `yq` (the same integers as the portable `q6_k_sumi`):
+/// `q + 32` in `0..=63` by `vpmaddubsw` (pairs at most `2·63·127`), minus
+/// `32·y` the same way (pairs at most `2·32·127`; the difference stays
+/// within `i16`), then `vpmaddwd` by the two 16-element halves' signed
+/// scales.
+#[target_feature(enable = "avx2")]
+fn q6_k_sumi_avx2(blk: &[u8], yq: &[i8]) -> __m256i {
+    let m4 = _mm256_set1_epi8(15);
+    let m2 = _mm256_set1_epi8(3);
+    let c32 = _mm256_set1_epi8(32);
+    let mut v = [_mm256_setzero_si256(); 8];
+    for h in 0..2 {
+        let qh = load32(blk, 128 + 32 * h);
+        let ql = [load32(blk, 64 * h), load32(blk, 64 * h + 32)];
+        for k in 0..4 {
+            let low = if k < 2 {
+                _mm256_and_si256(ql[k % 2], m4)
+            } else {
+                _mm256_and_si256(_mm256_srli_epi16(ql[k % 2], 4), m4)
+            };
+            let high = match k {
+                0 => qh,
+                1 => _mm256_srli_epi16(qh, 2),
+                2 => _mm256_srli_epi16(qh, 4),
+                _ => _mm256_srli_epi16(qh, 6),
+            };
+            let high = _mm256_slli_epi16(_mm256_and_si256(high, m2), 4);
+            let q = _mm256_or_si256(low, high);
+            let y = load32(yq, 128 * h + 32 * k);
+            let p = _mm256_sub_epi16(_mm256_maddubs_epi16(q, y), _mm256_maddubs_epi16(c32, y));
+            let j = 4 * h + k;
+            let sc = _mm256_set_m128i(
+                _mm_set1_epi16(blk[192 + 2 * j + 1] as i8 as i16),
+                _mm_set1_epi16(blk[192 + 2 * j] as i8 as i16),
+            );
+            v[j] = _mm256_madd_epi16(p, sc);
+        }
+    }
+    sum8v(v)
+}
+
+/// The Q6_K row kernel: the sums of [`q6_k_sumi_avx2`], each super-block
+/// ended by [`q6_k_super_end`].
+#[target_feature(enable = "avx2")]
+fn q6_k_row_vec(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
+    let mut acc = ExactAcc {
+        sum: 0,
+        nonfinite: a.flags & FLAG_D_NONFINITE != 0,
+    };
+    let sbs = a.qs.chunks_exact(QK_K).zip(a.sc.chunks_exact(8));
+    for (blk, (yq, ys)) in row.chunks_exact(210).zip(sbs) {
+        let sumi = q6_k_sumi_avx2(blk, yq);
+        q6_k_super_end(&mut acc, blk, sumi, &SuperAct::new(super_terms(ys)), ys);
+    }
+    acc
+}
+
+/// A super-block's activation terms as [`scaled_sum_split`] takes them,
+/// gathered once for every weight row: the shift `base` and `spread` of
+/// [`kquant::act_base`], the mantissas `am` (and their odd lanes moved
+/// down), and `rel` (even and odd lanes, each in the low half of an `i64`
+/// lane).
+struct SuperAct {
+    base: u32,
+    spread: u32,
+    am: [__m256i; 2],
+    r: [__m256i; 2],
+}
+
+/// The scalar terms of a [`SuperAct`] (`base`, `spread`, the mantissas and
+/// `rel`), in plain Rust so that it can be `#[inline(always)]`: as one
+/// `#[target_feature]` function with the vector part, `SuperAct::new` was
+/// left an out-of-line call per super-block and input row.
+#[inline(always)]
+fn super_terms(ys: &[ActScale]) -> (u32, u32, [i32; 8], [i32; 8]) {
+    let (base, spread) = kquant::act_base(ys);
+    let (mut am, mut r) = ([0i32; 8], [0i32; 8]);
+    for (j, s) in ys.iter().enumerate() {
+        am[j] = s.dm;
+        r[j] = kquant::rel(s, base) as i32;
+    }
+    (base, spread, am, r)
+}
+
+impl SuperAct {
+    /// The vectors of [`super_terms`]' terms (small enough to inline).
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    fn new((base, spread, am, r): (u32, u32, [i32; 8], [i32; 8])) -> Self {
+        let (am, r) = (v8(am), v8(r));
+        SuperAct {
+            base,
+            spread,
+            am: [am, _mm256_shuffle_epi32(am, 0xF5)],
+            r: [
+                _mm256_and_si256(r, _mm256_set1_epi64x(0xFFFF_FFFF)),
+                _mm256_srli_epi64(r, 32),
+            ],
+        }
+    }
+}
+
+/// The end of a Q6_K super-block `blk` (its `f16` scale `d` at byte 208)
+/// for one weight row: its sub-block sums `sumi` (as `q6_k_sumi`) added to
+/// `acc`. Within [`kquant::LIM_Q6_K`] (`act.spread`), `I = Σ_j (sumi_j·am_j)
+/// << rel_j` in `i64` by [`scaled_sum_split`] and one `i128` step `(I·dm)
+/// << (dsh + base)`; beyond it, per sub-block in `i128`, as
+/// [`super::kquant`] does. The same integer either way. (`#[inline]`, not
+/// `#[inline(always)]`: stable Rust rejects the latter with
+/// `#[target_feature]`; both callers are built with a superset of its
+/// features, so it inlines.)
+#[target_feature(enable = "avx2")]
+#[inline]
+fn q6_k_super_end(acc: &mut ExactAcc, blk: &[u8], sumi: __m256i, act: &SuperAct, ys: &[ActScale]) {
+    let d = u16::from_le_bytes([blk[208], blk[209]]);
+    acc.nonfinite |= f16_nonfinite(d);
+    let (dm, dsh) = f16_fixed(d);
+    if act.spread <= kquant::LIM_Q6_K {
+        let id = scaled_sum_split(sumi, act.am, act.r);
+        acc.sum += (id as i128 * dm as i128) << (dsh + act.base);
+    } else {
+        let sumi = to_array(sumi);
+        for (j, s) in ys.iter().enumerate() {
+            acc.add_shifted(sumi[j] as i64 * (dm * s.dm) as i64, dsh + s.dsh);
+        }
+    }
+}
+
+/// The two halves' sums of each 32-sub-block of a Q6_K super-block, as two
+/// vectors laid out as [`sum8v`]'s second `vphaddd` level: `(u0, u1)`, lane
+/// `k < 4` of `u0` the first 16 elements' sum of sub-block `k`, lane `4 + k`
+/// its last 16's; `u1` likewise for sub-blocks `4..8`. `v[j]`: sub-block
+/// `j`'s `i32` partial sums, the first half in the low 128 bits.
+#[target_feature(enable = "avx2")]
+fn half_sums(v: [__m256i; 8]) -> (__m256i, __m256i) {
+    let t0 = _mm256_hadd_epi32(v[0], v[1]);
+    let t1 = _mm256_hadd_epi32(v[2], v[3]);
+    let t2 = _mm256_hadd_epi32(v[4], v[5]);
+    let t3 = _mm256_hadd_epi32(v[6], v[7]);
+    (_mm256_hadd_epi32(t0, t1), _mm256_hadd_epi32(t2, t3))
+}
+
+/// [`q6_k_row_vec`] for `N` weight rows at once against one input row (each
+/// cell the same integers as the portable `q6_k_sumi` and `q6_k_row`).
+///
+/// Per super-block the input's terms are taken once for all rows: the
+/// activation vectors, the shift base and spread, mantissas and `rel`, and
+/// `32·Σ y` over each 16-element half. Per weight row, the 6-bit values
+/// `q + 32` (in `0..=63`) times the activations by `vpmaddubsw` (pairs at
+/// most `2·63·127`, never saturating) and `vpmaddwd` by ones, reduced to
+/// the sixteen half sums by [`half_sums`] (each `≤ 16·63·127 < 2^17`);
+/// minus the input's `32·Σ y` that gives `Σ q·y` per half (`|·| ≤
+/// 16·32·127 < 2^16`), times the half's signed scale (`< 2^23`), and the
+/// two halves added: `sumi_j`, as `q6_k_sumi`; then [`q6_k_super_end`].
+/// The caller checks the input row's lengths as for one.
+#[target_feature(enable = "avx2")]
+fn q6_k_rows_vec<const N: usize>(rows: [&[u8]; N], a: &ActRow<'_>) -> [ExactAcc; N] {
+    let mut acc = [(); N].map(|()| ExactAcc {
+        sum: 0,
+        nonfinite: a.flags & FLAG_D_NONFINITE != 0,
+    });
+    let m4 = _mm256_set1_epi8(15);
+    let c32 = _mm256_set1_epi8(32);
+    let ones = _mm256_set1_epi16(1);
+    // Scale bytes 0..16 reordered as [0, 2, 4, 6, 1, 3, 5, 7, 8, 10, ...]:
+    // the half sums' order in `half_sums`.
+    let order = _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15);
+    // The high two bits of sub-block `k` of a 128-element half: bits
+    // `2k..2k + 2` of `qh`, moved to bits 4..6.
+    let mh = [3i8, 12, 48, -64].map(|m| _mm256_set1_epi8(m));
+    let sbs = a.qs.chunks_exact(QK_K).zip(a.sc.chunks_exact(8));
+    for (b, (yq, ys)) in sbs.enumerate() {
+        let act = SuperAct::new(super_terms(ys));
+        let y: [__m256i; 8] = core::array::from_fn(|k| load32(yq, 32 * k));
+        let (o0, o1) = half_sums(y.map(|y| _mm256_madd_epi16(_mm256_maddubs_epi16(c32, y), ones)));
+        for (acc, row) in acc.iter_mut().zip(rows) {
+            let Some(blk) = row.get(210 * b..210 * (b + 1)) else {
+                continue;
+            };
+            // Sub-block j = 4h + k: low bits from the 32 bytes of `ql` at
+            // 64h + 32(k % 2) (low nibbles for k < 2), high bits 2k..2k+2 of
+            // `qh`'s 32 bytes at 128 + 32h.
+            let mut v = [_mm256_setzero_si256(); 8];
+            for h in 0..2 {
+                let qh = load32(blk, 128 + 32 * h);
+                let ql = [load32(blk, 64 * h), load32(blk, 64 * h + 32)];
+                for k in 0..4 {
+                    let low = if k < 2 {
+                        _mm256_and_si256(ql[k], m4)
+                    } else {
+                        _mm256_and_si256(_mm256_srli_epi16(ql[k - 2], 4), m4)
+                    };
+                    let high = _mm256_and_si256(qh, mh[k]);
+                    let high = match k {
+                        0 => _mm256_slli_epi16(high, 4),
+                        1 => _mm256_slli_epi16(high, 2),
+                        2 => high,
+                        _ => _mm256_srli_epi16(high, 2),
+                    };
+                    let q = _mm256_or_si256(low, high);
+                    let j = 4 * h + k;
+                    v[j] = _mm256_madd_epi16(_mm256_maddubs_epi16(q, y[j]), ones);
+                }
+            }
+            let (u0, u1) = half_sums(v);
+            let sb: [u8; 16] = core::array::from_fn(|i| blk[192 + i]);
+            let scales = _mm_set_epi64x(
+                i64::from_le_bytes(core::array::from_fn(|i| sb[8 + i])),
+                i64::from_le_bytes(core::array::from_fn(|i| sb[i])),
+            );
+            let sc = _mm_shuffle_epi8(scales, order);
+            let s0 = _mm256_cvtepi8_epi32(sc);
+            let s1 = _mm256_cvtepi8_epi32(_mm_srli_si128(sc, 8));
+            let p0 = _mm256_mullo_epi32(_mm256_sub_epi32(u0, o0), s0);
+            let p1 = _mm256_mullo_epi32(_mm256_sub_epi32(u1, o1), s1);
+            let sumi = _mm256_add_epi32(
+                _mm256_permute2x128_si256(p0, p1, 0x20),
+                _mm256_permute2x128_si256(p0, p1, 0x31),
+            );
+            q6_k_super_end(acc, blk, sumi, &act, ys);
+        }
+    }
+    acc
+}
+
+/// Builds of the hand-written K-quant row kernels for a feature set.
+macro_rules! kquant_build {
+    ($q4:ident, $q6:ident, $q4t:ident, $q6t:ident, $features:literal) => {
+        #[target_feature(enable = $features)]
+        fn $q4(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
+            q4_k_row_vec(row, a)
+        }
+
+        #[target_feature(enable = $features)]
+        fn $q6(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
+            q6_k_row_vec(row, a)
+        }
+
+        #[target_feature(enable = $features)]
+        fn $q4t(rows: [&[u8]; kquant::TILE], a: &ActRow<'_>) -> [ExactAcc; kquant::TILE] {
+            q4_k_rows_vec(rows, a)
+        }
+
+        #[target_feature(enable = $features)]
+        fn $q6t(rows: [&[u8]; kquant::TILE], a: &ActRow<'_>) -> [ExactAcc; kquant::TILE] {
+            q6_k_rows_vec(rows, a)
+        }
+    };
+}
+
+kquant_build!(
+    q4_k_avx2,
+    q6_k_avx2,
+    q4_k_tile_avx2,
+    q6_k_tile_avx2,
+    "avx2,bmi1,bmi2,lzcnt"
+);
+kquant_build!(
+    q4_k_avx512,
+    q6_k_avx512,
+    q4_k_tile_avx512,
+    q6_k_tile_avx512,
+    "avx2,bmi1,bmi2,lzcnt,avx512f,avx512cd,avx512vl,avx512dq,avx512bw"
+);
+
+/// [`kquant::RowFn`] entry of [`q4_k_avx2`].
+fn q4_k_avx2_entry(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
+    // SAFETY: only handed out by `kquant_builds`, after `simd::level()`
+    // returned `Avx2` or wider: AVX2, BMI1, BMI2, LZCNT.
+    unsafe { q4_k_avx2(row, a) }
+}
+
+/// [`kquant::RowFn`] entry of [`q6_k_avx2`].
+fn q6_k_avx2_entry(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
+    // SAFETY: as in `q4_k_avx2_entry`.
+    unsafe { q6_k_avx2(row, a) }
+}
+
+/// [`kquant::RowFn`] entry of [`q4_k_avx512`].
+fn q4_k_avx512_entry(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
+    // SAFETY: only handed out by `kquant_builds`, after `simd::level()`
+    // returned `Avx512` or wider: the AVX2 set and AVX-512 F, CD, VL, DQ, BW.
+    unsafe { q4_k_avx512(row, a) }
+}
+
+/// [`kquant::RowFn`] entry of [`q6_k_avx512`].
+fn q6_k_avx512_entry(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
+    // SAFETY: as in `q4_k_avx512_entry`.
+    unsafe { q6_k_avx512(row, a) }
+}
+
+/// The tile build of the Q4_K or Q6_K row kernel for the build `kquant_builds`
+/// handed out at `level` ([`Level::Avx512`] or [`Level::Avx2`]), if this
+/// CPU runs it; `None` for other formats.
+pub(super) fn kquant_tile(ty: GgmlType, level: Level) -> Option<kquant::TileFn> {
+    let cpu = crate::simd::level();
+    match (ty, level) {
+        (GgmlType::Q4_K, Level::Avx512) if cpu >= Level::Avx512 => Some(q4_k_tile_avx512_entry),
+        (GgmlType::Q4_K, Level::Avx2) if cpu >= Level::Avx2 => Some(q4_k_tile_avx2_entry),
+        (GgmlType::Q6_K, Level::Avx512) if cpu >= Level::Avx512 => Some(q6_k_tile_avx512_entry),
+        (GgmlType::Q6_K, Level::Avx2) if cpu >= Level::Avx2 => Some(q6_k_tile_avx2_entry),
+        _ => None,
+    }
+}
+
+/// [`kquant::TileFn`] entry of [`q4_k_tile_avx2`].
+fn q4_k_tile_avx2_entry(rows: [&[u8]; kquant::TILE], a: &ActRow<'_>) -> [ExactAcc; kquant::TILE] {
+    // SAFETY: only handed out by `kquant_tile`, after `simd::level()`
+    // returned `Avx2` or wider: AVX2, BMI1, BMI2, LZCNT.
+    unsafe { q4_k_tile_avx2(rows, a) }
+}
+
+/// [`kquant::TileFn`] entry of [`q4_k_tile_avx512`].
+fn q4_k_tile_avx512_entry(rows: [&[u8]; kquant::TILE], a: &ActRow<'_>) -> [ExactAcc; kquant::TILE] {
+    // SAFETY: only handed out by `kquant_tile`, after `simd::level()`
+    // returned `Avx512` or wider: the AVX2 set and AVX-512 F, CD, VL, DQ, BW.
+    unsafe { q4_k_tile_avx512(rows, a) }
+}
+
+/// [`kquant::TileFn`] entry of [`q6_k_tile_avx2`].
+fn q6_k_tile_avx2_entry(rows: [&[u8]; kquant::TILE], a: &ActRow<'_>) -> [ExactAcc; kquant::TILE] {
+    // SAFETY: as in `q4_k_tile_avx2_entry`.
+    unsafe { q6_k_tile_avx2(rows, a) }
+}
+
+/// [`kquant::TileFn`] entry of [`q6_k_tile_avx512`].
+fn q6_k_tile_avx512_entry(rows: [&[u8]; kquant::TILE], a: &ActRow<'_>) -> [ExactAcc; kquant::TILE] {
+    // SAFETY: as in `q4_k_tile_avx512_entry`.
+    unsafe { q6_k_tile_avx512(rows, a) }
+}
+
+// ---------------------------------------------------------------------------
+// The AVX-512 VNNI tile: four weight rows × up to `ACT_TILE` input rows.
+
+/// The VNNI tile kernel for `ty` ([`q4_k_tile_vnni`] or [`q6_k_tile_vnni`])
+/// if this CPU runs it ([`Level::Avx512Vnni`]); `None` for other formats.
+pub(super) fn kquant_tile_vnni(ty: GgmlType) -> Option<kquant::MultiTileFn> {
+    if crate::simd::level() < Level::Avx512Vnni {
+        return None;
+    }
+    match ty {
+        GgmlType::Q4_K => Some(q4_k_tile_vnni_entry),
+        GgmlType::Q6_K => Some(q6_k_tile_vnni_entry),
+        _ => None,
+    }
+}
+
+/// [`kquant::MultiTileFn`] entry of [`q4_k_tile_vnni`].
+fn q4_k_tile_vnni_entry(rows: [&[u8]; TILE], acts: &[ActRow<'_>], out: &mut Cells) {
+    // SAFETY: only handed out by `kquant_tile_vnni`, after `simd::level()`
+    // returned `Avx512Vnni`: AVX2, BMI1, BMI2, LZCNT and AVX-512 F, CD, VL,
+    // DQ, BW and VNNI.
+    unsafe { q4_k_tile_vnni(rows, acts, out) }
+}
+
+/// [`kquant::MultiTileFn`] entry of [`q6_k_tile_vnni`].
+fn q6_k_tile_vnni_entry(rows: [&[u8]; TILE], acts: &[ActRow<'_>], out: &mut Cells) {
+    // SAFETY: as in `q4_k_tile_vnni_entry`.
+    unsafe { q6_k_tile_vnni(rows, acts, out) }
+}
+
+/// Weight rows of a tile.
+const TILE: usize = kquant::TILE;
+/// A tile's cells, `[weight row][input row]`.
+type Cells = [[ExactAcc; ACT_TILE]; TILE];
+
+/// The tile's cells before the first super-block: zero, non-finite where
+/// the input row's flags say so (as the row kernels start).
+fn start_cells(acts: &[ActRow<'_>], out: &mut Cells) {
+    for row in out.iter_mut() {
+        for (c, a) in row.iter_mut().zip(acts) {
+            *c = ExactAcc {
+                sum: 0,
+                nonfinite: a.flags & FLAG_D_NONFINITE != 0,
+            };
+        }
+    }
+}
+
+/// Super-block `b` of each weight row (`B` bytes), if every row has it.
+fn weight_supers<'w, const B: usize>(
+    rows: &[&'w [u8]; TILE],
+    b: usize,
+) -> Option<[&'w [u8; B]; TILE]> {
+    let one = |r: &'w [u8]| r.get(B * b..B * (b + 1))?.try_into().ok();
+    Some([one(rows[0])?, one(rows[1])?, one(rows[2])?, one(rows[3])?])
+}
+
+/// Super-block `b` of input row `a`: its 256 activations and 8 block
+/// scales, if it has them.
+fn act_super<'a>(a: &ActRow<'a>, b: usize) -> Option<(&'a [i8; QK_K], &'a [ActScale; 8])> {
+    let qs = a.qs.get(QK_K * b..QK_K * (b + 1))?.try_into().ok()?;
+    let sc = a.sc.get(8 * b..8 * (b + 1))?.try_into().ok()?;
+    Some((qs, sc))
+}
+
+/// The 64 bytes of `s` at `at` as a vector.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn load64<T: Copy>(s: &[T], at: usize) -> __m512i {
+    assert!(size_of::<T>() == 1 && at + 64 <= s.len());
+    // SAFETY: `T` is one byte and `at + 64 <= s.len()` (asserted above), so
+    // the 64 bytes read lie in `s`; the load is unaligned.
+    unsafe { _mm512_loadu_si512(s.as_ptr().add(at).cast()) }
+}
+
+/// The eight `i64` lanes of `v`.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn to_i64x8(v: __m512i) -> [i64; 8] {
+    let mut o = [0i64; 8];
+    // SAFETY: `o` is 64 writable bytes; the store is unaligned.
+    unsafe { _mm512_storeu_si512(o.as_mut_ptr().cast(), v) };
+    o
+}
+
+/// The sixteen `i32` lanes of `v[0]`, then those of `v[1]`.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn to_i32x32(v: [__m512i; 2]) -> [i32; 32] {
+    let mut o = [0i32; 32];
+    for (h, part) in o.chunks_exact_mut(16).enumerate() {
+        // SAFETY: `part` is 64 writable bytes; the store is unaligned.
+        unsafe { _mm512_storeu_si512(part.as_mut_ptr().cast(), v[h]) };
+    }
+    o
+}
+
+/// Dword index of the `ActScale` field at byte `off`.
+const fn dword(off: usize) -> i32 {
+    (off / 4) as i32
+}
+const _: () = assert!(size_of::<ActScale>() == 32);
+const _: () = assert!(core::mem::offset_of!(ActScale, dm) % 4 == 0);
+const _: () = assert!(core::mem::offset_of!(ActScale, dsh) % 4 == 0);
+const _: () = assert!(core::mem::offset_of!(ActScale, bsum) % 4 == 0);
+
+/// One input row's terms of one super-block, computed once for the four
+/// weight rows, in the tile's lane order (lane `4(j − 4h) + r` of vector
+/// `h`: sub-block `j`, weight row `r`; see [`pair_halves`]): the shift
+/// `base` and `spread` of [`kquant::act_base`]; the mantissas `am_j` (every
+/// lane of sub-block `j`); `rel_j` as `vpsllvq` counts (even dwords, odd
+/// ones zero; 0 where `am_j = 0`); `bsum_j` (Q4_K).
+struct ActTerms {
+    base: u32,
+    spread: u32,
+    am: [__m512i; 2],
+    rel: [__m512i; 2],
+    bsum: [__m512i; 2],
+}
+
+impl ActTerms {
+    /// The terms of the eight block scales `ys` (four 64-byte loads, the
+    /// fields spread to the lanes by `vpermt2d`; `base` and `spread` as
+    /// [`kquant::act_base`] takes them, the smallest and largest shift of
+    /// the non-zero mantissas, by vector reductions).
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn new(ys: &[ActScale; 8]) -> Self {
+        let bytes: &[u8] = bytemuck::bytes_of(ys);
+        let v: [__m512i; 4] = core::array::from_fn(|i| load64(bytes, 64 * i));
+        // Sub-block 4h + i is `ActScale` i % 2 of vector 2h + i / 2.
+        let field = |off: usize, h: usize| {
+            let o = dword(off);
+            let idx = _mm512_setr_epi32(
+                o,
+                o,
+                o,
+                o,
+                8 + o,
+                8 + o,
+                8 + o,
+                8 + o,
+                16 + o,
+                16 + o,
+                16 + o,
+                16 + o,
+                24 + o,
+                24 + o,
+                24 + o,
+                24 + o,
+            );
+            _mm512_permutex2var_epi32(v[2 * h], idx, v[2 * h + 1])
+        };
+        let am = [0, 1].map(|h| field(core::mem::offset_of!(ActScale, dm), h));
+        let dsh = [0, 1].map(|h| field(core::mem::offset_of!(ActScale, dsh), h));
+        let live = [0, 1].map(|h| _mm512_test_epi32_mask(am[h], am[h]));
+        let none = _mm512_set1_epi32(-1);
+        let lo = across_lanes(
+            _mm512_min_epu32(
+                _mm512_mask_blend_epi32(live[0], none, dsh[0]),
+                _mm512_mask_blend_epi32(live[1], none, dsh[1]),
+            ),
+            |a, b| _mm512_min_epu32(a, b),
+        );
+        let hi = across_lanes(
+            _mm512_max_epu32(
+                _mm512_maskz_mov_epi32(live[0], dsh[0]),
+                _mm512_maskz_mov_epi32(live[1], dsh[1]),
+            ),
+            |a, b| _mm512_max_epu32(a, b),
+        );
+        let (base, spread) = if lo == u32::MAX {
+            (0, 0)
+        } else {
+            (lo, hi - lo)
+        };
+        // Counts masked to 0..=63 (they are at most 30, an f16 shift): the
+        // mask lets `vpsllvq` go without a select for counts of 64 and up.
+        let rel = [0, 1].map(|h| {
+            let r =
+                _mm512_maskz_sub_epi32(live[h] & 0x5555, dsh[h], _mm512_set1_epi32(base as i32));
+            _mm512_and_si512(r, _mm512_set1_epi64(63))
+        });
+        let bsum = [0, 1].map(|h| field(core::mem::offset_of!(ActScale, bsum), h));
+        ActTerms {
+            base,
+            spread,
+            am,
+            rel,
+            bsum,
+        }
+    }
+}
+
+/// `op` (`vpminud`, `vpmaxud`) over the four 128-bit lanes of `v`, whose
+/// four dwords within a lane are equal (the tile's lane order repeats each
+/// sub-block's term for the four weight rows): two steps, not the four of a
+/// full reduction.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn across_lanes(v: __m512i, op: impl Fn(__m512i, __m512i) -> __m512i) -> u32 {
+    let v = op(v, _mm512_shuffle_i64x2::<0x4E>(v, v));
+    let v = op(v, _mm512_shuffle_i64x2::<0xB1>(v, v));
+    _mm_cvtsi128_si32(_mm512_castsi512_si128(v)) as u32
+}
+
+/// `t << s` for `s < 64` (as [`add_mul_shifted`]).
+#[inline(always)]
+fn shl63(t: i128, s: u32) -> i128 {
+    debug_assert!(s < 64);
+    t << (s & 63)
+}
+
+/// `sum += (t · m) << s` in `i128`, for `s < 64`: here every `s` is the
+/// sum of two `f16` shifts ([`f16_fixed`], at most 30 each), and masking it
+/// to `0..=63` (the same value) lets the `i128` shift go without the
+/// select for `s ≥ 64`.
+#[inline(always)]
+fn add_mul_shifted(sum: &mut i128, t: i64, m: i32, s: u32) {
+    debug_assert!(s < 64);
+    *sum += (t as i128 * m as i128) << (s & 63);
+}
+
+/// The four weight rows' sums of each 128-bit lane of their dots `p[r]`:
+/// lane `L` of the result holds `[Σ p0.L, Σ p1.L, Σ p2.L, Σ p3.L]`
+/// (unpacks and adds: each result dword the sum of four dwords).
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn reduce4(p: [__m512i; 4]) -> __m512i {
+    let t01 = _mm512_add_epi32(
+        _mm512_unpacklo_epi32(p[0], p[1]),
+        _mm512_unpackhi_epi32(p[0], p[1]),
+    );
+    let t23 = _mm512_add_epi32(
+        _mm512_unpacklo_epi32(p[2], p[3]),
+        _mm512_unpackhi_epi32(p[2], p[3]),
+    );
+    _mm512_add_epi32(
+        _mm512_unpacklo_epi64(t01, t23),
+        _mm512_unpackhi_epi64(t01, t23),
+    )
+}
+
+/// Two [`reduce4`] results of 64-byte steps `c` and `c + 1` (128-bit lanes
+/// `0, 1`: sub-block `2c`'s halves, `2, 3`: `2c + 1`'s) as the four
+/// sub-blocks `2c..2c + 4`: lane `4i + r` the sum of sub-block `2c + i` of
+/// weight row `r` (the two halves added).
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn pair_halves(a: __m512i, b: __m512i) -> __m512i {
+    _mm512_add_epi32(
+        _mm512_shuffle_i64x2::<0x88>(a, b),
+        _mm512_shuffle_i64x2::<0xDD>(a, b),
+    )
+}
+
+/// Per weight row, `Σ_j (x_j · am_j) << rel_j` over its eight sub-blocks
+/// `x` (the tile's lane order) in `i64`, as two partial sums per row:
+/// `vpmuldq` of the even and of the odd lanes (moved down by `vpshufd`) by
+/// the mantissas, `vpsllvq` by `rel`, and lanes added so that 128-bit lanes
+/// 0 and 1 hold `[row 0, row 2]`, lanes 2 and 3 `[row 1, row 3]`.
+/// Precondition (the caller's): `act.spread` within the format's limit, so
+/// that every partial sum, a subset of the row's terms, stays below 2^62
+/// ([`super::kquant`]'s table).
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn row_partials(x: [__m512i; 2], act: &ActTerms) -> __m512i {
+    let term = |v: __m512i, h: usize| _mm512_sllv_epi64(_mm512_mul_epi32(v, act.am[h]), act.rel[h]);
+    let odd = |h: usize| _mm512_shuffle_epi32::<0xF5>(x[h]);
+    // Even lanes: rows 0 (even qwords) and 2; odd lanes: rows 1 and 3.
+    let ev = _mm512_add_epi64(term(x[0], 0), term(x[1], 1));
+    let od = _mm512_add_epi64(term(odd(0), 0), term(odd(1), 1));
+    _mm512_add_epi64(
+        _mm512_shuffle_i64x2::<0x44>(ev, od),
+        _mm512_shuffle_i64x2::<0xEE>(ev, od),
+    )
+}
+
+/// The four rows' sums of [`row_partials`] of `x`.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn row_sums(x: [__m512i; 2], act: &ActTerms) -> [i64; TILE] {
+    let a = row_partials(x, act);
+    let t = to_i64x8(_mm512_add_epi64(a, _mm512_shuffle_i64x2::<0xB1>(a, a)));
+    [t[0], t[4], t[1], t[5]]
+}
+
+/// [`row_sums`] of `x` and of `y` (Q4_K's `I` and `M`), added up
+/// together.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn row_sums2(x: [__m512i; 2], y: [__m512i; 2], act: &ActTerms) -> ([i64; TILE], [i64; TILE]) {
+    let (a, b) = (row_partials(x, act), row_partials(y, act));
+    // [x: rows 0, 2 | x: rows 1, 3 | y: rows 0, 2 | y: rows 1, 3]
+    let t = to_i64x8(_mm512_add_epi64(
+        _mm512_shuffle_i64x2::<0x88>(a, b),
+        _mm512_shuffle_i64x2::<0xDD>(a, b),
+    ));
+    ([t[0], t[2], t[1], t[3]], [t[4], t[6], t[5], t[7]])
+}
+
+/// The four Q4_K weight rows of one super-block, decoded once for every
+/// input row of the tile.
+struct Q4kWeights {
+    /// `q[r][c]`: row `r`'s nibbles for activations `64c..64c + 64`: the
+    /// low nibbles of its 32 bytes at `16 + 32c` (sub-block `2c`), then the
+    /// high ones (`2c + 1`).
+    q: [[__m512i; 4]; TILE],
+    /// The 6-bit scales and mins `(sc, mn)` of `get_scale_min_k4`, in the
+    /// tile's lane order.
+    sc: [__m512i; 2],
+    mn: [__m512i; 2],
+    /// Per row: `f16_fixed(d)`, `f16_fixed(dmin)`, and whether either is
+    /// ±∞/NaN.
+    d: [(i32, u32); TILE],
+    dmin: [(i32, u32); TILE],
+    bad: [bool; TILE],
+    /// Per row, both mantissas brought to the smaller of the two shifts
+    /// `lo = min(dsh, nsh)`: `(dm << (dsh − lo), nm << (nsh − lo), lo)`
+    /// (each `< 2^11 · 2^30`, exact in `i64`), so that a cell's two `i128`
+    /// steps are one: `(I·dm' − M·nm') << (lo + base)`.
+    joint: [(i64, i64, u32); TILE],
+}
+
+/// The eight 6-bit scales and the eight mins of Q4_K's 12 packed bytes
+/// as bytes `j` of two words (the bytes of [`kquant::scale_min`], four
+/// sub-blocks per 32-bit operation): `j < 4` the low 6 bits of bytes `j`
+/// and `4 + j`; `j ≥ 4` the nibbles of byte `4 + j` and, as bits 4–5, the
+/// top two bits of bytes `j − 4` (scale) and `j` (min).
+#[inline]
+fn unpack_scales(s: &[u8]) -> (u64, u64) {
+    let w = |i: usize| u32::from_le_bytes([s[4 * i], s[4 * i + 1], s[4 * i + 2], s[4 * i + 3]]);
+    let (w0, w1, w2) = (w(0), w(1), w(2));
+    let (low6, low4, top2) = (0x3F3F_3F3F, 0x0F0F_0F0F, 0x3030_3030);
+    let sc_hi = (w2 & low4) | ((w0 >> 2) & top2);
+    let mn_hi = ((w2 >> 4) & low4) | ((w1 >> 2) & top2);
+    (
+        (w0 & low6) as u64 | (sc_hi as u64) << 32,
+        (w1 & low6) as u64 | (mn_hi as u64) << 32,
+    )
+}
+
+/// Byte `j` of `rows[r]` in dword lane `4(j − 4h) + r` of vector `h`
+/// (zero-extended): the four rows' eight bytes in the tile's lane order
+/// (a byte interleave per pair of rows, `vpunpck{l,h}wd`, `vpmovzxbd`).
+#[target_feature(enable = "avx512f,avx512bw")]
+#[inline]
+fn bytes_to_lanes(rows: [u64; TILE]) -> [__m512i; 2] {
+    let v = _mm256_setr_epi64x(
+        rows[0] as i64,
+        rows[1] as i64,
+        rows[2] as i64,
+        rows[3] as i64,
+    );
+    let il = _mm256_setr_epi8(
+        0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5, 13, 6, 14, 7, 15, 0, 8, 1, 9, 2, 10, 3, 11, 4, 12, 5,
+        13, 6, 14, 7, 15,
+    );
+    let t = _mm256_shuffle_epi8(v, il);
+    let (r01, r23) = (_mm256_castsi256_si128(t), _mm256_extracti128_si256::<1>(t));
+    [
+        _mm512_cvtepu8_epi32(_mm_unpacklo_epi16(r01, r23)),
+        _mm512_cvtepu8_epi32(_mm_unpackhi_epi16(r01, r23)),
+    ]
+}
+
+impl Q4kWeights {
+    /// All zero (a value to decode into).
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn zero() -> Self {
+        Q4kWeights {
+            q: [[_mm512_setzero_si512(); 4]; TILE],
+            sc: [_mm512_setzero_si512(); 2],
+            mn: [_mm512_setzero_si512(); 2],
+            d: [(0, 0); TILE],
+            dmin: [(0, 0); TILE],
+            bad: [false; TILE],
+            joint: [(0, 0, 0); TILE],
+        }
+    }
+
+    /// Decodes the four rows' super-blocks `blks` into `self` (in place:
+    /// built and returned by value, the struct was zeroed and copied per
+    /// super-block; plain loops: `map` closures were left out-of-line calls).
+    #[target_feature(enable = "avx512f,avx512bw")]
+    #[inline]
+    fn decode(&mut self, blks: [&[u8; 144]; TILE]) {
+        let mask = _mm512_set1_epi8(0x0F);
+        let nib_shift = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4);
+        let (mut sc, mut mn) = ([0u64; TILE], [0u64; TILE]);
+        for (r, blk) in blks.into_iter().enumerate() {
+            for (c, q) in self.q[r].iter_mut().enumerate() {
+                let v = _mm512_broadcast_i64x4(load32(blk, 16 + 32 * c));
+                *q = _mm512_and_si512(_mm512_srlv_epi64(v, nib_shift), mask);
+            }
+            (sc[r], mn[r]) = unpack_scales(&blk[4..16]);
+            let (d, dmin) = (
+                u16::from_le_bytes([blk[0], blk[1]]),
+                u16::from_le_bytes([blk[2], blk[3]]),
+            );
+            let ((dm, dsh), (nm, nsh)) = (f16_fixed(d), f16_fixed(dmin));
+            (self.d[r], self.dmin[r]) = ((dm, dsh), (nm, nsh));
+            self.bad[r] = f16_nonfinite(d) | f16_nonfinite(dmin);
+            let lo = dsh.min(nsh);
+            self.joint[r] = ((dm as i64) << (dsh - lo), (nm as i64) << (nsh - lo), lo);
+        }
+        (self.sc, self.mn) = (bytes_to_lanes(sc), bytes_to_lanes(mn));
+    }
+}
+
+/// The four rows' sub-block sums `Σ q·y` of one input row's super-block
+/// `yq`, in the tile's lane order: per 64 activations one load and four
+/// `vpdpbusd` (nibbles `0..=15` times activations in `-127..=127`, each
+/// lane `≤ 4·15·127`), then [`reduce4`] and [`pair_halves`] (each sum
+/// `≤ 32·15·127 < 2^16`, as `q4_5_k_sumq`'s).
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+#[inline]
+fn q4_k_dots(w: &Q4kWeights, yq: &[i8; QK_K]) -> [__m512i; 2] {
+    let z = _mm512_setzero_si512();
+    let h: [__m512i; 4] = core::array::from_fn(|c| {
+        let y = load64(yq, 64 * c);
+        reduce4(core::array::from_fn(|r| {
+            _mm512_dpbusd_epi32(z, w.q[r][c], y)
+        }))
+    });
+    [pair_halves(h[0], h[1]), pair_halves(h[2], h[3])]
+}
+
+/// One input row's `i64` super-block sums, per weight row `I` and (Q4_K)
+/// `M`, and its activation `base`: kept until the tile's `i128` steps, which
+/// run after every input row's vector work for the super-block (the chains
+/// of one input row's dots, sums and steps overlap the next row's then).
+#[derive(Clone, Copy)]
+struct SuperSums {
+    i: [i64; TILE],
+    m: [i64; TILE],
+    base: u32,
+}
+
+/// One input row's super-block sums given its sub-block sums `s`
+/// ([`q4_k_dots`]), within [`kquant::LIM_Q4_K`]: `I = Σ (sc·sumq·am) <<
+/// rel` and `M = Σ (mn·bsum·am) << rel` by [`row_sums2`] (`sc·sumq < 2^22`
+/// and `mn·bsum < 2^18` exact in `i32` lanes).
+#[target_feature(enable = "avx512f,avx512bw")]
+#[inline]
+fn q4_k_sums(w: &Q4kWeights, act: &ActTerms, s: [__m512i; 2]) -> SuperSums {
+    let (i, m) = row_sums2(
+        [0, 1].map(|h| _mm512_mullo_epi32(s[h], w.sc[h])),
+        [0, 1].map(|h| _mm512_mullo_epi32(w.mn[h], act.bsum[h])),
+        act,
+    );
+    SuperSums {
+        i,
+        m,
+        base: act.base,
+    }
+}
+
+/// The two `i128` steps of `q4_5_k_row_with`, `(I·dm) << (dsh + base) −
+/// (M·nm) << (nsh + base)`, for each of input row `j`'s four cells from its
+/// [`SuperSums`], as one: `(I·dm' − M·nm') << (lo + base)`
+/// ([`Q4kWeights::joint`]; the same integer: `dm' = dm·2^(dsh − lo)`; no
+/// `i128` overflow, the value being a sum of `dot_row`'s terms, each below
+/// 2^104, divided by `2^(lo + base)`).
+#[inline(always)]
+fn q4_k_add(w: &Q4kWeights, p: &SuperSums, cells: &mut Cells, j: usize) {
+    for (r, row) in cells.iter_mut().enumerate() {
+        let (dm, nm, lo) = w.joint[r];
+        let c = &mut row[j];
+        c.nonfinite |= w.bad[r];
+        let t = p.i[r] as i128 * dm as i128 - p.m[r] as i128 * nm as i128;
+        c.sum += shl63(t, lo + p.base);
+    }
+}
+
+/// One input row's super-block beyond [`kquant::LIM_Q4_K`] added to its
+/// four cells per sub-block in `i128`, as `q4_5_k_row_with` does, from the
+/// sub-block sums `s` ([`q4_k_dots`]).
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn q4_k_wide(w: &Q4kWeights, s: [__m512i; 2], ys: &[ActScale; 8], cells: &mut Cells, j: usize) {
+    let (sq, sc, mn) = (to_i32x32(s), to_i32x32(w.sc), to_i32x32(w.mn));
+    for (r, row) in cells.iter_mut().enumerate() {
+        let ((dm, dsh), (nm, nsh)) = (w.d[r], w.dmin[r]);
+        let c = &mut row[j];
+        c.nonfinite |= w.bad[r];
+        for (k, y) in ys.iter().enumerate() {
+            let l = 4 * k + r;
+            c.add_shifted((sc[l] * sq[l]) as i64 * (dm * y.dm) as i64, dsh + y.dsh);
+            c.add_shifted(-((mn[l] * y.bsum) as i64 * (nm * y.dm) as i64), nsh + y.dsh);
+        }
+    }
+}
+
+/// The Q4_K tile: four weight rows (whole 144-byte super-blocks, all the
+/// same length) against up to [`ACT_TILE`] input rows `acts` (each with
+/// its `qs` and `sc` as long as the rows), cell `[r][j]` the same integers
+/// as [`super::kquant`]'s `q4_k_row` of row `r` and input `j`.
+///
+/// Per super-block the weight rows are decoded once ([`Q4kWeights`]); per
+/// input row its terms are taken once ([`ActTerms`]), its dots with all
+/// four rows reduced together ([`q4_k_dots`]) and scaled exactly
+/// ([`q4_k_sums`], [`q4_k_add`]; beyond the limit [`q4_k_wide`]).
+#[target_feature(
+    enable = "avx2,bmi1,bmi2,lzcnt,avx512f,avx512cd,avx512vl,avx512dq,avx512bw,avx512vnni"
+)]
+fn q4_k_tile_vnni(rows: [&[u8]; TILE], acts: &[ActRow<'_>], cells: &mut Cells) {
+    let acts = &acts[..acts.len().min(ACT_TILE)];
+    start_cells(acts, cells);
+    let (mut b, mut w) = (0, Q4kWeights::zero());
+    while let Some(blks) = weight_supers::<144>(&rows, b) {
+        w.decode(blks);
+        let mut pending = [None; ACT_TILE];
+        for ((j, a), p) in acts.iter().enumerate().zip(&mut pending) {
+            let Some((yq, ys)) = act_super(a, b) else {
+                continue;
+            };
+            let act = ActTerms::new(ys);
+            let s = q4_k_dots(&w, yq);
+            if act.spread <= kquant::LIM_Q4_K {
+                *p = Some(q4_k_sums(&w, &act, s));
+            } else {
+                q4_k_wide(&w, s, ys, cells, j);
+            }
+        }
+        for (j, p) in pending.iter().enumerate() {
+            if let Some(p) = p {
+                q4_k_add(&w, p, cells, j);
+            }
+        }
+        b += 1;
+    }
+}
+
+/// The four Q6_K weight rows of one super-block, decoded once for every
+/// input row of the tile.
+struct Q6kWeights {
+    /// `q[r][c]`: row `r`'s 6-bit values plus 32 (`0..=63`) for activations
+    /// `64c..64c + 64`: `ql` byte `64h + i` (`h = c / 2`; its low nibble for
+    /// even `c`, its high one for odd) and, as bits 4–5, bits `2k..2k + 2`
+    /// of `qh` byte `32h + i % 32`, `k = 2(c % 2) + i / 32`.
+    q: [[__m512i; 4]; TILE],
+    /// `half_sc[c]`: the signed scale of 16-element half `L % 2` of
+    /// sub-block `2c + L / 2` of row `r` (scale byte `4c + L`) in lane
+    /// `4L + r`: [`reduce4`]'s order.
+    half_sc: [__m512i; 4],
+    /// Per row: `f16_fixed(d)` and whether `d` is ±∞/NaN.
+    d: [(i32, u32); TILE],
+    bad: [bool; TILE],
+}
+
+/// Q6_K row `blk`'s values plus 32 for activations `64c..64c + 64` (see
+/// [`Q6kWeights::q`]).
+#[target_feature(enable = "avx512f,avx512bw")]
+#[inline]
+fn q6_k_values(blk: &[u8; 210], c: usize) -> __m512i {
+    let h = c / 2;
+    let ql = load64(blk, 64 * h);
+    let low = if c.is_multiple_of(2) {
+        ql
+    } else {
+        _mm512_srli_epi16::<4>(ql)
+    };
+    let low = _mm512_and_si512(low, _mm512_set1_epi8(0x0F));
+    let qh = _mm512_broadcast_i64x4(load32(blk, 128 + 32 * h));
+    let k = 2 * (c % 2) as i64;
+    let sh = _mm512_setr_epi64(
+        2 * k,
+        2 * k,
+        2 * k,
+        2 * k,
+        2 * k + 2,
+        2 * k + 2,
+        2 * k + 2,
+        2 * k + 2,
+    );
+    let high = _mm512_and_si512(_mm512_srlv_epi64(qh, sh), _mm512_set1_epi8(3));
+    _mm512_or_si512(low, _mm512_slli_epi16::<4>(high))
+}
+
+/// The four rows' 16 signed half scales in [`Q6kWeights::half_sc`]'s
+/// order: each row's bytes widened (`vpmovsxbd`, dword `4c + L`), a 4×4
+/// dword transpose within each 128-bit lane, then one of the 128-bit lanes.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn q6_k_half_scales(blks: &[&[u8; 210]; TILE]) -> [__m512i; 4] {
+    let mut s = [_mm512_setzero_si512(); TILE];
+    for (v, blk) in s.iter_mut().zip(blks) {
+        let half = |at: usize| {
+            i64::from_le_bytes([
+                blk[at],
+                blk[at + 1],
+                blk[at + 2],
+                blk[at + 3],
+                blk[at + 4],
+                blk[at + 5],
+                blk[at + 6],
+                blk[at + 7],
+            ])
+        };
+        *v = _mm512_cvtepi8_epi32(_mm_set_epi64x(half(200), half(192)));
+    }
+    let t0 = _mm512_unpacklo_epi32(s[0], s[1]);
+    let t1 = _mm512_unpackhi_epi32(s[0], s[1]);
+    let t2 = _mm512_unpacklo_epi32(s[2], s[3]);
+    let t3 = _mm512_unpackhi_epi32(s[2], s[3]);
+    // u[L], 128-bit lane c: scale byte 4c + L of rows 0..4.
+    let u = [
+        _mm512_unpacklo_epi64(t0, t2),
+        _mm512_unpackhi_epi64(t0, t2),
+        _mm512_unpacklo_epi64(t1, t3),
+        _mm512_unpackhi_epi64(t1, t3),
+    ];
+    let lo01 = _mm512_shuffle_i64x2::<0x44>(u[0], u[1]);
+    let lo23 = _mm512_shuffle_i64x2::<0x44>(u[2], u[3]);
+    let hi01 = _mm512_shuffle_i64x2::<0xEE>(u[0], u[1]);
+    let hi23 = _mm512_shuffle_i64x2::<0xEE>(u[2], u[3]);
+    [
+        _mm512_shuffle_i64x2::<0x88>(lo01, lo23),
+        _mm512_shuffle_i64x2::<0xDD>(lo01, lo23),
+        _mm512_shuffle_i64x2::<0x88>(hi01, hi23),
+        _mm512_shuffle_i64x2::<0xDD>(hi01, hi23),
+    ]
+}
+
+impl Q6kWeights {
+    /// All zero (a value to decode into).
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn zero() -> Self {
+        Q6kWeights {
+            q: [[_mm512_setzero_si512(); 4]; TILE],
+            half_sc: [_mm512_setzero_si512(); 4],
+            d: [(0, 0); TILE],
+            bad: [false; TILE],
+        }
+    }
+
+    /// Decodes the four rows' super-blocks `blks` into `self` (as
+    /// [`Q4kWeights::decode`]).
+    #[target_feature(enable = "avx512f,avx512bw")]
+    #[inline]
+    fn decode(&mut self, blks: [&[u8; 210]; TILE]) {
+        self.half_sc = q6_k_half_scales(&blks);
+        for (r, blk) in blks.into_iter().enumerate() {
+            for (c, q) in self.q[r].iter_mut().enumerate() {
+                *q = q6_k_values(blk, c);
+            }
+            let d = u16::from_le_bytes([blk[208], blk[209]]);
+            (self.d[r], self.bad[r]) = (f16_fixed(d), f16_nonfinite(d));
+        }
+    }
+}
+
+/// The four rows' scaled sub-block sums `sumi_j` of one input row's
+/// super-block `yq` (as `q6_k_sumi`), in the tile's lane order: per 64
+/// activations `−32·Σ y` in every lane (`vpdpbusd` of 32 with the negated
+/// activations, once for the four rows), then per row `vpdpbusd` of the
+/// values plus 32 (`0..=63`) into it: each lane `Σ q·y` over four
+/// elements, `|·| ≤ 4·32·127`; [`reduce4`] to the 16-element halves
+/// (`≤ 16·32·127 < 2^16`), times their signed scales (`< 2^23`), and
+/// [`pair_halves`] adds a sub-block's two halves (`< 2^24`).
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+#[inline]
+fn q6_k_dots(w: &Q6kWeights, yq: &[i8; QK_K]) -> [__m512i; 2] {
+    let z = _mm512_setzero_si512();
+    let c32 = _mm512_set1_epi8(32);
+    let h: [__m512i; 4] = core::array::from_fn(|c| {
+        let y = load64(yq, 64 * c);
+        let minus = _mm512_dpbusd_epi32(z, c32, _mm512_sub_epi8(z, y));
+        let halves = reduce4(core::array::from_fn(|r| {
+            _mm512_dpbusd_epi32(minus, w.q[r][c], y)
+        }));
+        _mm512_mullo_epi32(halves, w.half_sc[c])
+    });
+    [pair_halves(h[0], h[1]), pair_halves(h[2], h[3])]
+}
+
+/// One input row's super-block sums given its scaled sub-block sums `s`
+/// ([`q6_k_dots`]), within [`kquant::LIM_Q6_K`]: `I = Σ (sumi·am) << rel`
+/// by [`row_sums`] (`M` zero).
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn q6_k_sums(act: &ActTerms, s: [__m512i; 2]) -> SuperSums {
+    SuperSums {
+        i: row_sums(s, act),
+        m: [0; TILE],
+        base: act.base,
+    }
+}
+
+/// The `i128` step of `q6_k_row_with` for each of input row `j`'s four
+/// cells, from its [`SuperSums`].
+#[inline(always)]
+fn q6_k_add(w: &Q6kWeights, p: &SuperSums, cells: &mut Cells, j: usize) {
+    for (r, row) in cells.iter_mut().enumerate() {
+        let (dm, dsh) = w.d[r];
+        let c = &mut row[j];
+        c.nonfinite |= w.bad[r];
+        add_mul_shifted(&mut c.sum, p.i[r], dm, dsh + p.base);
+    }
+}
+
+/// One input row's super-block beyond [`kquant::LIM_Q6_K`] added to its
+/// four cells per sub-block in `i128`, as `q6_k_row_with` does.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn q6_k_wide(w: &Q6kWeights, s: [__m512i; 2], ys: &[ActScale; 8], cells: &mut Cells, j: usize) {
+    let sumi = to_i32x32(s);
+    for (r, row) in cells.iter_mut().enumerate() {
+        let (dm, dsh) = w.d[r];
+        let c = &mut row[j];
+        c.nonfinite |= w.bad[r];
+        for (k, y) in ys.iter().enumerate() {
+            c.add_shifted(sumi[4 * k + r] as i64 * (dm * y.dm) as i64, dsh + y.dsh);
+        }
+    }
+}
+
+/// [`q4_k_tile_vnni`] for Q6_K (210-byte super-blocks; [`Q6kWeights`],
+/// [`q6_k_dots`], [`q6_k_sums`], [`q6_k_add`], [`q6_k_wide`]): cell `[r][j]` the same integers as
+/// `q6_k_row`'s.
+#[target_feature(
+    enable = "avx2,bmi1,bmi2,lzcnt,avx512f,avx512cd,avx512vl,avx512dq,avx512bw,avx512vnni"
+)]
+fn q6_k_tile_vnni(rows: [&[u8]; TILE], acts: &[ActRow<'_>], cells: &mut Cells) {
+    let acts = &acts[..acts.len().min(ACT_TILE)];
+    start_cells(acts, cells);
+    let (mut b, mut w) = (0, Q6kWeights::zero());
+    while let Some(blks) = weight_supers::<210>(&rows, b) {
+        w.decode(blks);
+        // (Unlike Q4_K's, its one `i128` step per cell measured no faster
+        // deferred after the tile's vector work.)
+        for (j, a) in acts.iter().enumerate() {
+            let Some((yq, ys)) = act_super(a, b) else {
+                continue;
+            };
+            let act = ActTerms::new(ys);
+            let s = q6_k_dots(&w, yq);
+            if act.spread <= kquant::LIM_Q6_K {
+                q6_k_add(&w, &q6_k_sums(&act, s), cells, j);
+            } else {
+                q6_k_wide(&w, s, ys, cells, j);
+            }
+        }
+        b += 1;
+    }
+}
