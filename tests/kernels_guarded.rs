@@ -33,7 +33,9 @@
 mod support;
 
 use detllm::quant::fast::kquant::TILE;
-use detllm::quant::fast::{KernelPath, ROW_GROUP, RowsRun, rows_kernel_with};
+use detllm::quant::fast::{
+    KernelPath, ROW_GROUP, RowsRun, WIDE_GROUPS, WIDE_MIN_ROWS, rows_kernel_with,
+};
 use detllm::quant::{ActKind, GgmlType, QActs, QMatrix};
 use detllm::simd::{Level, level};
 use detllm::{Arena, F32};
@@ -155,7 +157,9 @@ fn weights(rng: &mut Rng, ty: GgmlType, scales: &[usize], n_in: usize, n_out: us
 
 /// What `path` must report for `rows` rows, all in whole groups, against `m`
 /// input rows on this CPU (Q4_K and Q6_K on a SIMD path with several input
-/// rows: whole tiles through the tile kernel).
+/// rows: whole tiles through the tile kernel; Q5_0 and Q8_0 on the VNNI
+/// build with at least `WIDE_MIN_ROWS`: whole wide groups through the wide
+/// kernel).
 fn check_ran(ty: GgmlType, path: KernelPath, rows: usize, m: usize, ran: RowsRun) {
     assert_eq!(ran.blocked_rows, rows, "{ty:?} {path:?}: blocked rows");
     let cpu = level();
@@ -163,7 +167,20 @@ fn check_ran(ty: GgmlType, path: KernelPath, rows: usize, m: usize, ran: RowsRun
         && path != KernelPath::Portable
         && cpu >= Level::Avx2
         && m > 1;
-    let want_tiled = if tiled { rows / TILE * TILE } else { 0 };
+    // Q5_0 / Q8_0 on `Auto` with VNNI and enough input rows: whole wide
+    // groups (four row groups) through the wide kernel.
+    let wide = matches!(ty, GgmlType::Q5_0 | GgmlType::Q8_0)
+        && path == KernelPath::Auto
+        && cpu == Level::Avx512Vnni
+        && m >= WIDE_MIN_ROWS;
+    let wide_rows = WIDE_GROUPS * ROW_GROUP;
+    let want_tiled = if tiled {
+        rows / TILE * TILE
+    } else if wide {
+        rows / wide_rows * wide_rows
+    } else {
+        0
+    };
     assert_eq!(
         ran.tiled_rows, want_tiled,
         "{ty:?} {path:?}: tiled rows (M {m})"
@@ -253,14 +270,15 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: CASES, failure_persistence: None, ..ProptestConfig::default() })]
 
     /// Blocks per row across one and several activation chunks, one and
-    /// several row groups, single inputs and whole tiles.
+    /// several row groups (four and five: a wide group), single inputs and
+    /// whole tiles.
     #[test]
     fn fast_paths_stay_in_bounds(
         seed in any::<u64>(),
         fi in 0usize..16,
         kb in 1usize..MAX_KB,
         r0 in 0usize..ROW_GROUP,
-        groups in 1usize..3,
+        groups in 1usize..6,
         m in 1usize..MAX_M,
     ) {
         check(seed, fi, kb, r0, groups, m);
@@ -269,7 +287,7 @@ proptest! {
 
 /// Every format of the table on the edge sizes: one block, a whole chunk
 /// and one more, one input and a full tile plus one (under Miri: one block,
-/// a chunk and one more).
+/// a chunk and one more), one row group and one wide group.
 #[test]
 fn fast_paths_edges() {
     for fi in 0..FAST_FORMATS.len() {
@@ -280,6 +298,7 @@ fn fast_paths_edges() {
         };
         for &(kb, m) in sizes {
             check(7 + fi as u64, fi, kb, 1, 1, m);
+            check(7 + fi as u64, fi, kb, 1, WIDE_GROUPS, m);
         }
     }
 }

@@ -17,13 +17,18 @@
 //! build with several input rows run whole tiles of [`TILE`] weight rows
 //! through the x86 tile kernel (asserted too: `RowsRun::tiled_rows`; on
 //! `Auto` with AVX-512 VNNI the tile of four weight rows by up to eight
-//! input rows, reported as that build). For the formats without a
+//! input rows, reported as that build). Q5_0 and Q8_0 on `Auto` with AVX-512
+//! VNNI and at least `WIDE_MIN_ROWS` input rows run whole wide groups
+//! (`WIDE_GROUPS` row groups) through the wide kernel (asserted as
+//! `RowsRun::tiled_rows`). For the formats without a
 //! blocked kernel the four paths are the same code, so their comparison
 //! here only checks `dot_row` against the batched `matmul`.
 mod support;
 
 use detllm::quant::fast::kquant::TILE;
-use detllm::quant::fast::{KernelPath, ROW_GROUP, RowsRun, rows_kernel_with};
+use detllm::quant::fast::{
+    KernelPath, ROW_GROUP, RowsRun, WIDE_GROUPS, WIDE_MIN_ROWS, rows_kernel_with,
+};
 use detllm::quant::{ActKind, GgmlType, QActs, QMatrix};
 use detllm::simd::{Level, level};
 use detllm::{Arena, F32, Serial, kernels::matmul};
@@ -148,7 +153,20 @@ fn expected_run(ty: GgmlType, path: KernelPath, n_rows: usize, m: usize) -> Rows
         && build >= Level::Avx2
         && blocked_rows > 0
         && m > 1;
-    let tiled_rows = if tiled { n_rows / TILE * TILE } else { 0 };
+    // Q5_0 and Q8_0 on `Auto` with AVX-512 VNNI and at least
+    // `WIDE_MIN_ROWS` input rows: whole wide groups (four row groups)
+    // through the wide kernel.
+    let wide = matches!(ty, GgmlType::Q5_0 | GgmlType::Q8_0)
+        && path == KernelPath::Auto
+        && level() == Level::Avx512Vnni
+        && m >= WIDE_MIN_ROWS;
+    let tiled_rows = if tiled {
+        n_rows / TILE * TILE
+    } else if wide {
+        n_rows / (WIDE_GROUPS * ROW_GROUP) * (WIDE_GROUPS * ROW_GROUP)
+    } else {
+        0
+    };
     let build = if tiled_rows > 0 && path == KernelPath::Auto && level() == Level::Avx512Vnni {
         Level::Avx512Vnni
     } else {
@@ -291,13 +309,15 @@ fn matmul_rejects_bad_shapes_without_writing() {
 }
 
 /// Batches longer than the blocked kernels' pass of input rows (64), so a
-/// second and third pass over the weight groups run, for both fast formats.
+/// second and third pass over the weight groups run, for both fast formats
+/// (37 weight rows: wide groups, whose last tile of a pass holds one or
+/// two input rows, a narrow group and a tail row).
 #[test]
 fn batches_beyond_one_pass_agree() {
     for (seed, m) in [(11u64, 65usize), (12, 130)] {
         for (ti, ty) in TYPES.iter().enumerate() {
             if matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q8_0) {
-                check(seed, ti, 20, 9, m, seed % 2 == 0);
+                check(seed, ti, 20, 37, m, seed % 2 == 0);
             }
         }
     }
@@ -315,7 +335,8 @@ fn extreme_blocks_agree() {
     for ty in [GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q8_0] {
         for kb in [1usize, 18, 33, 48] {
             let n_in = 32 * kb;
-            let n_out = 8;
+            // Two wide groups of sixteen rows (the row range is split in half).
+            let n_out = 32;
             let mut wb = vec![0u8; ty.row_bytes(n_in).unwrap() * n_out];
             for (r, row) in wb.chunks_mut(ty.row_bytes(n_in).unwrap()).enumerate() {
                 for b in row.chunks_mut(ty.type_size()) {
@@ -338,7 +359,7 @@ fn extreme_blocks_agree() {
                 }
             }
             let w = QMatrix::new(ty, n_in, n_out, &wb).unwrap();
-            for m in [1usize, 3, 8] {
+            for m in [1usize, 3, 8, 17] {
                 let x: Vec<F32> = (0..m * n_in)
                     .map(|i| {
                         let (row, blk) = (i / n_in, (i % n_in) / 32);

@@ -13,7 +13,7 @@
 //!
 //! | weights | [`KernelPath::Reference`] | `Portable` | `Auto` | `Avx2` |
 //! |---|---|---|---|---|
-//! | Q4_1, Q5_0, Q8_0 | `dot_row` | blocked, portable | blocked, widest fused build (VNNI, AVX2) or portable | blocked, AVX2 fused build or portable |
+//! | Q4_1, Q5_0, Q8_0 | `dot_row` | blocked, portable | blocked, widest fused build (VNNI, AVX2) or portable; on VNNI with at least [`WIDE_MIN_ROWS`] input rows, Q5_0 and Q8_0 sixteen weight rows at a time ([`WIDE_GROUPS`] groups) | blocked, AVX2 fused build or portable |
 //! | Q4_K, Q5_K, Q6_K | `dot_row` | [`kquant`] row kernel, portable body | row kernel, widest build (AVX-512, AVX2; Q4_K and Q6_K: hand-written in `x86_kquant`, with several input rows four weight rows at a time — on AVX-512 VNNI against up to eight input rows at a time) or portable | row kernel, AVX2 build (Q4_K and Q6_K likewise tiled, one input row at a time) or portable |
 //! | any other | `dot_row` | `dot_row` | `dot_row` | `dot_row` |
 //!
@@ -112,7 +112,9 @@ pub struct RowsRun {
     pub build: Level,
     /// Of `blocked_rows`, the Q4_K / Q6_K weight rows done by the x86 tile
     /// kernel, [`kquant::TILE`] at a time (several input rows, every input
-    /// row well-formed; 0 elsewhere).
+    /// row well-formed), or the Q5_0 / Q8_0 rows done by the VNNI build's
+    /// wide kernel, [`WIDE_GROUPS`]·[`ROW_GROUP`] at a time (at least
+    /// [`WIDE_MIN_ROWS`] input rows); 0 elsewhere.
     pub tiled_rows: usize,
 }
 
@@ -395,6 +397,18 @@ impl ChunkSums {
 /// Input rows a multi-row fused kernel takes per pass over a weight chunk.
 pub(crate) const ACT_TILE: usize = 8;
 
+/// Row groups a wide fused kernel ([`FusedChunkKernel::tile_wide`]) takes
+/// at once.
+pub const WIDE_GROUPS: usize = 4;
+
+/// Input rows a wide kernel takes per pass over a weight chunk.
+pub(crate) const WIDE_TILE: usize = 16;
+
+/// Fewest input rows in a tile for which the drivers run a wide kernel
+/// (fewer: the group kernel per group, whose weight decoding costs less
+/// where it serves few rows).
+pub const WIDE_MIN_ROWS: usize = 4;
+
 /// One chunk of up to `T` (by default [`ACT_TILE`]) input rows: quantized
 /// values, block scales and chunk ranges of rows `0..n`.
 pub(crate) struct ActTile<'x, const T: usize = ACT_TILE> {
@@ -433,6 +447,22 @@ pub(crate) trait FusedChunkKernel: Copy {
         nb: usize,
         t: &ActTile<'_>,
     ) -> [ChunkSums; ACT_TILE];
+    /// Whether [`Self::tile_wide`] computes anything.
+    const HAS_WIDE: bool = false;
+    /// [`Self::tile`] for [`WIDE_GROUPS`] groups back to back in `rows`
+    /// (`[group][input row]`); by default nothing computed (the drivers
+    /// call it only where [`Self::HAS_WIDE`]).
+    fn tile_wide(
+        self,
+        rows: &[u8],
+        rb: usize,
+        b0: usize,
+        nb: usize,
+        t: &ActTile<'_, WIDE_TILE>,
+    ) -> [[ChunkSums; WIDE_TILE]; WIDE_GROUPS] {
+        let _ = (self, rows, rb, b0, nb, t);
+        [[ChunkSums::NOT_COMPUTED; WIDE_TILE]; WIDE_GROUPS]
+    }
 }
 
 /// No fused kernel (the portable build).
@@ -465,11 +495,12 @@ impl FusedChunkKernel for NoFusedKernel {
 }
 
 /// Every whole group of weight rows `r0..` against the input rows of `x`,
-/// into `out` (rows, M); returns the rows done. A build of [`blocked_rows`]
+/// into `out` (rows, M); returns the rows done and, of those, the rows a
+/// wide kernel did ([`blocked_rows`]). A build of [`blocked_rows`]
 /// (or, for one input row, [`groups_single_input`]) with fused kernels
 /// built in.
 pub(crate) type BlockedRowsFn =
-    fn(w: &QMatrix<'_>, r0: usize, x: &QActs<'_>, out: &mut [F32]) -> usize;
+    fn(w: &QMatrix<'_>, r0: usize, x: &QActs<'_>, out: &mut [F32]) -> (usize, usize);
 
 /// How a group's chunks are computed.
 #[derive(Clone, Copy)]
@@ -531,9 +562,10 @@ pub fn rows_kernel_with(
     } else if let Some(kernels) = kquant::row_kernels(w.ty) {
         kquant_rows(w, r0, x, out, path, kernels)
     } else if let Some((f, level)) = simd_rows(w.ty, path) {
-        (f(w, r0, x, out), level, 0)
+        let (done, wide) = f(w, r0, x, out);
+        (done, level, wide)
     } else if let Some(k) = split_kernel(w.ty) {
-        (blocked_rows(w, r0, x, out, k), Level::Portable, 0)
+        (blocked_rows(w, r0, x, out, k).0, Level::Portable, 0)
     } else {
         (0, Level::Portable, 0)
     };
@@ -809,7 +841,11 @@ impl BlockedFormat {
 
 /// Every whole group of weight rows `r0..` against the input rows of `x`
 /// with `kernel`, into `out` (rows, M); returns the rows done (the caller
-/// computes the rest per cell). Input rows are fetched and checked once per
+/// computes the rest per cell) and, of those, the rows of the wide groups
+/// (four groups at a time, where the kernel has a wide build and there are
+/// several input rows) whose wide kernel ran on a tile (it does on the
+/// first tile of every pass when `M ≥` [`WIDE_MIN_ROWS`]: the same
+/// groups in every pass). Input rows are fetched and checked once per
 /// [`ACT_ROWS_PER_PASS`] of them, not once per group; every group runs on
 /// each batch of rows.
 #[inline(always)]
@@ -819,9 +855,10 @@ pub(crate) fn blocked_rows<K: FusedChunkKernel>(
     x: &QActs<'_>,
     out: &mut [F32],
     kernel: GroupKernel<K>,
-) -> usize {
+) -> (usize, usize) {
     let m = x.rows().max(1);
     let n_rows = out.len() / m;
+    let mut wide_rows = 0;
     let mut wc = WeightChunkScales::ZERO;
     let mut buf: [Option<ActRow<'_>>; ACT_ROWS_PER_PASS] = [None; ACT_ROWS_PER_PASS];
     let mut groups = n_rows / ROW_GROUP;
@@ -831,23 +868,36 @@ pub(crate) fn blocked_rows<K: FusedChunkKernel>(
             *a = x.row(s0 + j).ok().filter(|r| act_row_fits(w, r));
         }
         if buf[..sl].iter().any(Option::is_none) {
-            return 0;
+            return (0, 0);
         }
-        for g in 0..groups {
-            let cells = &mut out[g * ROW_GROUP * m..(g + 1) * ROW_GROUP * m];
+        let mut g = 0;
+        while g < groups {
             let (rg, acts) = (r0 + g * ROW_GROUP, &buf[..sl]);
-            let ok = if m == 1 {
-                group::<1, K>(w, rg, acts, s0, m, cells, kernel, &mut wc)
-            } else {
-                group::<ACT_ROWS_PER_DECODE, K>(w, rg, acts, s0, m, cells, kernel, &mut wc)
+            let wide = match kernel {
+                GroupKernel::Fused(k) if K::HAS_WIDE && m > 1 && g + WIDE_GROUPS <= groups => {
+                    Some(k)
+                }
+                _ => None,
+            };
+            let step = if wide.is_some() { WIDE_GROUPS } else { 1 };
+            let cells = &mut out[g * ROW_GROUP * m..(g + step) * ROW_GROUP * m];
+            let ok = match wide {
+                Some(k) => group_wide::<WIDE_TILE, K>(w, rg, acts, s0, m, cells, k).map(|ran| {
+                    if ran && s0 == 0 {
+                        wide_rows += WIDE_ROWS;
+                    }
+                }),
+                None if m == 1 => group::<1, K>(w, rg, acts, s0, m, cells, kernel, &mut wc),
+                None => group::<ACT_ROWS_PER_DECODE, K>(w, rg, acts, s0, m, cells, kernel, &mut wc),
             };
             if ok.is_none() {
                 groups = g;
                 break;
             }
+            g += step;
         }
     }
-    groups * ROW_GROUP
+    (groups * ROW_GROUP, wide_rows.min(groups * ROW_GROUP))
 }
 
 /// Every whole group of weight rows `r0..` against the single input row of
@@ -1048,15 +1098,7 @@ fn chunk_fused<const MT: usize, K: FusedChunkKernel>(
     let mut j0 = 0;
     while j0 < mt {
         let n = ACT_TILE.min(mt - j0);
-        let mut tile = ActTile {
-            n,
-            qs: [&[]; ACT_TILE],
-            sc: [&[]; ACT_TILE],
-            ch: [ChunkScale::default(); ACT_TILE],
-        };
-        for (t, a) in acts[j0..j0 + n].iter().enumerate() {
-            (tile.qs[t], tile.sc[t], tile.ch[t]) = ch.of(a.as_ref()?)?;
-        }
+        let tile = act_tile(&acts[j0..j0 + n], ch)?;
         let results = match n {
             2.. => k.tile(group_bytes, rb, ch.b0, ch.nb, &tile),
             _ => {
@@ -1078,6 +1120,135 @@ fn chunk_fused<const MT: usize, K: FusedChunkKernel>(
             }
         }
         j0 += n;
+    }
+    Some(())
+}
+
+/// The tile of input rows `acts` (at most `T`) for chunk `ch`
+/// (`None` if a row is missing or shorter).
+#[inline(always)]
+fn act_tile<'a, const T: usize>(acts: &[Option<ActRow<'a>>], ch: Chunk) -> Option<ActTile<'a, T>> {
+    let mut tile = ActTile {
+        n: acts.len().min(T),
+        qs: [&[]; T],
+        sc: [&[]; T],
+        ch: [ChunkScale::default(); T],
+    };
+    for (t, a) in acts.iter().take(T).enumerate() {
+        (tile.qs[t], tile.sc[t], tile.ch[t]) = ch.of(a.as_ref()?)?;
+    }
+    Some(tile)
+}
+
+/// Weight rows of a wide group.
+const WIDE_ROWS: usize = WIDE_GROUPS * ROW_GROUP;
+
+/// [`group`] for [`WIDE_GROUPS`] consecutive groups at once with a fused
+/// kernel that has a wide build: each tile of at least [`WIDE_MIN_ROWS`]
+/// input rows through [`FusedChunkKernel::tile_wide`], a smaller one
+/// through the group kernel per group ([`chunk_fused`]). `out` is
+/// ([`WIDE_GROUPS`]·[`ROW_GROUP`], m). Returns whether the wide kernel ran
+/// (`None`, with nothing written, as for [`group`]).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn group_wide<const MT: usize, K: FusedChunkKernel>(
+    w: &QMatrix<'_>,
+    r0: usize,
+    all: &[Option<ActRow<'_>>],
+    col0: usize,
+    m: usize,
+    out: &mut [F32],
+    k: K,
+) -> Option<bool> {
+    let rb = w.row_bytes();
+    let bytes = w.data.get(r0 * rb..(r0 + WIDE_ROWS) * rb)?;
+    let mut ran = false;
+    let mut rows: [&[u8]; WIDE_ROWS] = [&[]; WIDE_ROWS];
+    for (i, row) in rows.iter_mut().enumerate() {
+        *row = w.row(r0 + i).ok()?;
+    }
+    let nb = w.n_in / QK;
+    let fmt = BlockedFormat::of(w.ty)?;
+    if out.len() < WIDE_ROWS * m || col0 + all.len() > m {
+        return None;
+    }
+    for m0 in (0..all.len()).step_by(MT) {
+        let mt = MT.min(all.len() - m0);
+        let acts = &all[m0..m0 + mt];
+        let mut cells = [[ExactAcc::default(); MT]; WIDE_ROWS];
+        for (index, b0) in (0..nb).step_by(CHUNK_BLOCKS).enumerate() {
+            let ch = Chunk {
+                index,
+                b0,
+                nb: CHUNK_BLOCKS.min(nb - b0),
+            };
+            if mt >= WIDE_MIN_ROWS {
+                chunk_wide(w.ty, fmt, (bytes, rb), &rows, ch, acts, k, &mut cells)?;
+                ran = true;
+                continue;
+            }
+            for g in 0..WIDE_GROUPS {
+                let at = g * ROW_GROUP;
+                let group_bytes = bytes.get(at * rb..(at + ROW_GROUP) * rb)?;
+                let group_rows: &[&[u8]; ROW_GROUP] = rows[at..at + ROW_GROUP].try_into().ok()?;
+                let group_cells: &mut [[ExactAcc; MT]; ROW_GROUP] =
+                    (&mut cells[at..at + ROW_GROUP]).try_into().ok()?;
+                chunk_fused(
+                    w.ty,
+                    fmt,
+                    (group_bytes, rb),
+                    group_rows,
+                    ch,
+                    acts,
+                    k,
+                    group_cells,
+                )?;
+            }
+        }
+        for (r, row_cells) in cells.iter().enumerate() {
+            for (j, c) in row_cells.iter().enumerate().take(mt) {
+                out[r * m + col0 + m0 + j] = c.finish();
+            }
+        }
+    }
+    Some(ran)
+}
+
+/// One chunk of a wide group: the input rows `acts` in tiles of
+/// [`WIDE_TILE`] through the wide kernel, each row's sums added to its
+/// `cells`, or the chunk summed by [`chunk_in_i128`] where they do not fit
+/// `i64`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn chunk_wide<const MT: usize, K: FusedChunkKernel>(
+    ty: GgmlType,
+    fmt: BlockedFormat,
+    (bytes, rb): (&[u8], usize),
+    rows: &[&[u8]; WIDE_ROWS],
+    ch: Chunk,
+    acts: &[Option<ActRow<'_>>],
+    k: K,
+    cells: &mut [[ExactAcc; MT]; WIDE_ROWS],
+) -> Option<()> {
+    let mt = acts.len().min(MT);
+    for j0 in (0..mt).step_by(WIDE_TILE) {
+        let n = WIDE_TILE.min(mt - j0);
+        let tile = act_tile::<WIDE_TILE>(&acts[j0..j0 + n], ch)?;
+        let results = k.tile_wide(bytes, rb, ch.b0, ch.nb, &tile);
+        for (g, group_results) in results.iter().enumerate() {
+            for (t, res) in group_results.iter().enumerate().take(n) {
+                let j = j0 + t;
+                let Some(a) = &acts[j] else { continue };
+                let act_bad = a.flags & fmt.act_flags != 0;
+                for i in 0..ROW_GROUP {
+                    let r = g * ROW_GROUP + i;
+                    let cell = &mut cells[r][j];
+                    if !res.add_to(i, fmt.has_m, act_bad, cell) {
+                        chunk_in_i128(ty, rows[r], ch.b0, ch.nb, tile.qs[t], tile.sc[t], cell);
+                    }
+                }
+            }
+        }
     }
     Some(())
 }

@@ -30,7 +30,13 @@
 //! VNNI build runs [`tile_vnni512`] instead, for one input row and for a
 //! tile: 512-bit vectors, two blocks at a time, `vpdpbusd`, the four rows'
 //! dots of an input row reduced together and scaled exactly eight cells per
-//! instruction.
+//! instruction. With several input rows (prefill), Q5_0 and Q8_0 weight
+//! rows go sixteen at a time through [`tile16_vnni512`] instead: one
+//! weight row per 32-bit lane, the weights biased to unsigned bytes (the
+//! bias taken off with the activation block's exact sum) and transposed
+//! once per block, so that eight `vpdpbusd` against broadcast activation
+//! dwords leave each row's block sum in its own lane with no reduction,
+//! and the exact scaling runs sixteen cells per two instructions.
 //!
 //! ## Unsafe review
 //! * Every `unsafe` block is a call of a `#[target_feature]` function, made
@@ -48,11 +54,14 @@
 //!   pointers. Uninitialised memory only in the tile kernel's scratch
 //!   (`MaybeUninit`), whose entries `(b < nb, j < n)` the block loop writes
 //!   before the scaling loop, over the same bounds, reads them.
+//! * The wide kernel's gathers read one dword per row at offsets below
+//!   `16·rb`, which fits an `i32` (checked with its other bounds at entry).
 #![allow(unsafe_code)]
 
 use super::{
     ACT_TILE, ActTile, BlockedRowsFn, ChunkSums, FusedChunkKernel, GroupKernel, LIM_Q4_1_D,
-    LIM_Q4_1_M, LIM_Q5_0_D, LIM_Q8_0_D, ROW_GROUP, blocked_rows, groups_single_input,
+    LIM_Q4_1_M, LIM_Q5_0_D, LIM_Q8_0_D, ROW_GROUP, WIDE_GROUPS, WIDE_TILE, blocked_rows,
+    groups_single_input,
 };
 use crate::F32;
 use crate::quant::GgmlType;
@@ -136,14 +145,24 @@ pub(super) fn fused_rows(ty: GgmlType, widest: Level) -> Option<(BlockedRowsFn, 
 }
 
 /// [`BlockedRowsFn`] entry of the AVX2 drivers.
-fn avx2_entry<F: Format>(w: &QMatrix<'_>, r0: usize, x: &QActs<'_>, out: &mut [F32]) -> usize {
+fn avx2_entry<F: Format>(
+    w: &QMatrix<'_>,
+    r0: usize,
+    x: &QActs<'_>,
+    out: &mut [F32],
+) -> (usize, usize) {
     // SAFETY: only handed out by `fused_rows`, after `simd::level()`
     // returned `Avx2` or wider: AVX2, BMI1, BMI2, LZCNT.
     unsafe { rows_avx2::<F>(w, r0, x, out) }
 }
 
 /// [`BlockedRowsFn`] entry of the VNNI drivers.
-fn vnni_entry<F: Format>(w: &QMatrix<'_>, r0: usize, x: &QActs<'_>, out: &mut [F32]) -> usize {
+fn vnni_entry<F: Format>(
+    w: &QMatrix<'_>,
+    r0: usize,
+    x: &QActs<'_>,
+    out: &mut [F32],
+) -> (usize, usize) {
     // SAFETY: only handed out by `fused_rows`, after `simd::level()`
     // returned `Avx512Vnni`: the AVX2 set and AVX-512 F, CD, VL, DQ, BW
     // and VNNI.
@@ -168,7 +187,7 @@ fn one_row<'x>(qs: &'x [i8], sc: &'x [ActScale], ch: &ChunkScale) -> ActTile<'x,
 /// [`blocked_rows`], with the kernel inlined. A value of `$kernel` exists
 /// only inside `$rows`, which runs only where its features were detected.
 macro_rules! isa_build {
-    ($(#[$doc:meta])* $kernel:ident, $rows:ident, $features:literal, $chunk:ident) => {
+    ($(#[$doc:meta])* $kernel:ident, $rows:ident, $features:literal, $chunk:ident $(, wide: $wide:ident)?) => {
         $(#[$doc])*
         struct $kernel<F>(core::marker::PhantomData<F>);
 
@@ -210,13 +229,34 @@ macro_rules! isa_build {
                 // SAFETY: as in `one_input`.
                 unsafe { $chunk::<F, ACT_TILE>(group, rb, b0, nb, t) }
             }
+            $(
+                const HAS_WIDE: bool = !F::IS_Q4_1;
+
+                #[inline(always)]
+                fn tile_wide(
+                    self,
+                    rows: &[u8],
+                    rb: usize,
+                    b0: usize,
+                    nb: usize,
+                    t: &ActTile<'_, WIDE_TILE>,
+                ) -> [[ChunkSums; WIDE_TILE]; WIDE_GROUPS] {
+                    // SAFETY: as in `one_input`.
+                    unsafe { $wide::<F, WIDE_TILE>(rows, rb, b0, nb, t) }
+                }
+            )?
         }
 
         #[target_feature(enable = $features)]
-        fn $rows<F: Format>(w: &QMatrix<'_>, r0: usize, x: &QActs<'_>, out: &mut [F32]) -> usize {
+        fn $rows<F: Format>(
+            w: &QMatrix<'_>,
+            r0: usize,
+            x: &QActs<'_>,
+            out: &mut [F32],
+        ) -> (usize, usize) {
             let k = $kernel::<F>(core::marker::PhantomData);
             if x.rows() <= 1 {
-                groups_single_input(w, r0, x, out, k).unwrap_or(0)
+                (groups_single_input(w, r0, x, out, k).unwrap_or(0), 0)
             } else {
                 blocked_rows(w, r0, x, out, GroupKernel::Fused(k))
             }
@@ -236,7 +276,8 @@ isa_build!(
     VnniKernel,
     rows_vnni,
     "avx2,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,bmi1,bmi2,lzcnt",
-    tile_vnni512
+    tile_vnni512,
+    wide: tile16_vnni512
 );
 
 /// Whether a chunk kernel may read blocks `b0..b0 + nb` (of `bs` bytes) of
@@ -877,5 +918,282 @@ fn to_i64x4(v: __m256i) -> [i64; 4] {
     let mut o = [0i64; 4];
     // SAFETY: 32 writable bytes.
     unsafe { _mm256_storeu_si256(o.as_mut_ptr().cast(), v) };
+    o
+}
+
+/// Weight rows of [`tile16_vnni512`]: [`WIDE_GROUPS`] groups.
+const WIDE_ROWS: usize = WIDE_GROUPS * ROW_GROUP;
+
+/// Whether [`tile16_vnni512`] may read blocks `b0..b0 + nb` (of `bs`
+/// bytes) of the [`WIDE_ROWS`] weight rows at stride `rb` in `rows` and the
+/// tile's input rows: as [`tile_in_bounds`], for sixteen rows, with every
+/// byte offset below `16·rb` fitting an `i32` (the gathers' lane offsets).
+#[inline(always)]
+fn wide_in_bounds<const N: usize>(
+    rows: &[u8],
+    rb: usize,
+    (b0, nb): (usize, usize),
+    bs: usize,
+    t: &ActTile<'_, N>,
+) -> bool {
+    let n = t.n.min(N);
+    rb <= (i32::MAX as usize) / WIDE_ROWS
+        && rows.len() >= WIDE_ROWS * rb
+        && (b0 + nb) * bs <= rb
+        && nb > 0
+        && nb <= CHUNK_BLOCKS
+        && n >= 1
+        && (0..n).all(|j| t.qs[j].len() >= nb * QK && t.sc[j].len() >= nb)
+}
+
+/// Sixteen binary16 values (zero-extended in 32-bit lanes) against per-lane
+/// bases `base1`: [`f16_rel8`] in 512-bit lanes, the non-finite lanes as a
+/// mask.
+#[target_feature(enable = "avx512f")]
+fn f16_rel16(h: __m512i, base1: __m512i) -> (__m512i, __m512i, __mmask16) {
+    let (zero, one) = (_mm512_setzero_si512(), _mm512_set1_epi32(1));
+    let e = _mm512_and_si512(_mm512_srli_epi32::<10>(h), _mm512_set1_epi32(31));
+    let frac = _mm512_and_si512(h, _mm512_set1_epi32(0x3FF));
+    let mant = _mm512_or_si512(frac, _mm512_slli_epi32::<10>(_mm512_min_epu32(e, one)));
+    let rel = _mm512_sub_epi32(_mm512_max_epu32(e, one), base1);
+    let rel = _mm512_maskz_mov_epi32(_mm512_cmpneq_epi32_mask(mant, zero), rel);
+    let negative = _mm512_test_epi32_mask(h, _mm512_set1_epi32(0x8000));
+    let mant = _mm512_mask_sub_epi32(mant, negative, zero, mant);
+    (mant, rel, _mm512_cmpeq_epi32_mask(e, _mm512_set1_epi32(31)))
+}
+
+/// The 16 bytes at offset `o` of block `blk` of the sixteen rows (stride
+/// `rb`, blocks of `bs` bytes) as four vectors: vector `k`, dword lane `r`
+/// = dword `k` of row `r`'s 16 bytes. Callers guarantee
+/// `15·rb + blk·bs + o + 16 ≤ rows.len()`.
+///
+/// # Safety
+/// The sixteen 16-byte reads lie inside one allocation.
+#[target_feature(enable = "avx512f")]
+#[inline]
+unsafe fn transpose16x4(
+    base: *const u8,
+    rb: usize,
+    blk: usize,
+    bs: usize,
+    o: usize,
+) -> [__m512i; 4] {
+    // SAFETY: r ≤ 15, so r·rb + blk·bs + o + 16 ≤ rows.len() (the caller's bound).
+    let ld = |r: usize| unsafe { _mm_loadu_si128(base.add(r * rb + blk * bs + o).cast()) };
+    // Rows i, i + 4, i + 8, i + 12 in the four 128-bit lanes.
+    let z = |i: usize| {
+        let v = _mm512_castsi128_si512(ld(i));
+        let v = _mm512_inserti32x4::<1>(v, ld(i + 4));
+        let v = _mm512_inserti32x4::<2>(v, ld(i + 8));
+        _mm512_inserti32x4::<3>(v, ld(i + 12))
+    };
+    let (z0, z1, z2, z3) = (z(0), z(1), z(2), z(3));
+    let (a, b) = (_mm512_unpacklo_epi32(z0, z1), _mm512_unpacklo_epi32(z2, z3));
+    let (c, d) = (_mm512_unpackhi_epi32(z0, z1), _mm512_unpackhi_epi32(z2, z3));
+    [
+        _mm512_unpacklo_epi64(a, b),
+        _mm512_unpackhi_epi64(a, b),
+        _mm512_unpacklo_epi64(c, d),
+        _mm512_unpackhi_epi64(c, d),
+    ]
+}
+
+/// Block `blk`'s 32 weights of the sixteen rows as unsigned bytes
+/// transposed for `vpdpbusd`: vector `s`, dword lane `r` = weights
+/// `4s..4s + 4` of row `r`, biased by [`wide_bias`] (Q5_0: `q` in
+/// `0..=31` for the value `q - 16`; Q8_0: `x + 128`). Callers guarantee
+/// the sixteen rows' block lies inside the slice at `base`.
+///
+/// # Safety
+/// Block `blk` of each row `r < 16` (`bs` bytes at `r·rb + blk·bs`) lies
+/// inside one allocation starting at `base`.
+#[target_feature(enable = "avx2,avx512f,avx512bw")]
+#[inline]
+unsafe fn wide_weights<F: Format>(
+    base: *const u8,
+    rb: usize,
+    blk: usize,
+    qh: __m512i,
+) -> [__m512i; 8] {
+    let bs = F::BLOCK_BYTES;
+    if F::IS_Q5_0 {
+        // Nibbles: dword k of `qs` holds weights 4k.. (low) and 16 + 4k.. (high).
+        // SAFETY: bytes 6..22 of each row's block (the caller's bound).
+        let q = unsafe { transpose16x4(base, rb, blk, bs, 6) };
+        let m4 = _mm512_set1_epi8(0x0F);
+        let mut w: [__m512i; 8] = core::array::from_fn(|s| {
+            let v = q[s % 4];
+            if s < 4 {
+                _mm512_and_si512(v, m4)
+            } else {
+                _mm512_and_si512(_mm512_srli_epi32::<4>(v), m4)
+            }
+        });
+        // Weight 4s + i's fifth bit is bit 4s + i of `qh`: byte s / 2 of
+        // the lane copied to its four bytes, each tested for its bit.
+        let lanes =
+            _mm512_broadcast_i32x4(_mm_setr_epi32(0, 0x0404_0404, 0x0808_0808, 0x0C0C_0C0C));
+        for (s, ws) in w.iter_mut().enumerate() {
+            let pick = _mm512_add_epi8(lanes, _mm512_set1_epi8((s / 2) as i8));
+            let bytes = _mm512_shuffle_epi8(qh, pick);
+            let bits = 0x0804_0201u32 << (4 * (s % 2));
+            let set = _mm512_test_epi8_mask(bytes, _mm512_set1_epi32(bits as i32));
+            *ws = _mm512_mask_add_epi8(*ws, set, *ws, _mm512_set1_epi8(16));
+        }
+        w
+    } else {
+        // SAFETY: bytes 2..18 and 18..34 of each row's block (the caller's bound).
+        let (lo, hi) = unsafe {
+            (
+                transpose16x4(base, rb, blk, bs, 2),
+                transpose16x4(base, rb, blk, bs, 18),
+            )
+        };
+        let flip = _mm512_set1_epi8(-128);
+        core::array::from_fn(|s| _mm512_xor_si512(if s < 4 { lo[s] } else { hi[s - 4] }, flip))
+    }
+}
+
+/// `log2` of the bias [`wide_weights`] adds to each weight (Q5_0: 16,
+/// Q8_0: 128): a block's biased dot minus `bias · Σ y` is its dot.
+const fn wide_bias_shift<F: Format>() -> u32 {
+    if F::IS_Q5_0 { 4 } else { 7 }
+}
+
+/// The VNNI build's wide chunk kernel for Q5_0 and Q8_0 weights: the
+/// [`ChunkSums`] of [`WIDE_ROWS`] weight rows (`[group][input row]`, four
+/// groups of [`ROW_GROUP`] back to back at stride `rb` in `rows`) against
+/// the first `min(t.n, N)` input rows of a tile — the same integers as
+/// [`tile_vnni512`]'s for each group, with one weight row per 32-bit lane
+/// so that no sum needs a horizontal reduction. (Q4_1: nothing computed.)
+///
+/// Per block the sixteen rows' weights are decoded once, biased to
+/// unsigned bytes and transposed ([`wide_weights`]: vector `s`, lane `r`,
+/// weights `4s..4s + 4` of row `r`), and their scales decoded in lanes
+/// ([`f16_rel16`], the base guessed from the chunk's first block as
+/// [`tile_vnni512`] does). Per input row: eight `vpdpbusd` against the
+/// broadcast activation dwords (a lane sums the block's 32 products,
+/// `≤ 32·255·127 < 2^31`), the bias taken off exactly (`− 2^k·Σ y`, the
+/// activation block's `bsum`), times the activation mantissa in `i32`
+/// (`|Σ (q-16)·y|·2047 < 2^27`, `|Σ x·y|·2047 < 2^31`), then the even and
+/// odd rows' lanes times the weight mantissas in `i64` (`vpmuldq`) shifted
+/// by `wrel + arel` (`vpsllvq`; a count beyond 63 gives 0 and only occurs
+/// in sums the shift check discards) and added to the row's sum.
+#[target_feature(enable = "avx2,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
+fn tile16_vnni512<F: Format, const N: usize>(
+    rows: &[u8],
+    rb: usize,
+    b0: usize,
+    nb: usize,
+    t: &ActTile<'_, N>,
+) -> [[ChunkSums; N]; WIDE_GROUPS] {
+    let bs = F::BLOCK_BYTES;
+    let mut res = [[ChunkSums::NOT_COMPUTED; N]; WIDE_GROUPS];
+    let n = t.n.min(N);
+    if F::IS_Q4_1 || !wide_in_bounds(rows, rb, (b0, nb), bs, t) {
+        return res;
+    }
+    let base = rows.as_ptr();
+    let row_at = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        _mm512_set1_epi32(rb as i32),
+    );
+    // Dword `o..o + 4` of block `blk` of every row, one per lane.
+    let gather = |blk: usize, o: usize| {
+        let at = _mm512_add_epi32(row_at, _mm512_set1_epi32((blk * bs + o) as i32));
+        // SAFETY: lane r reads r·rb + blk·bs + o .. + 4 ≤ 15·rb + (blk + 1)·bs
+        // ≤ 16·rb ≤ rows.len() (o + 4 ≤ bs; `wide_in_bounds`), offsets < 2^31.
+        unsafe { _mm512_i32gather_epi32::<1>(at, base.cast()) }
+    };
+    let d_of = |blk: usize| _mm512_and_si512(gather(blk, 0), _mm512_set1_epi32(0xFFFF));
+    let zero = _mm512_setzero_si512();
+    let (_, rel0, _) = f16_rel16(d_of(b0), zero);
+    let base1 = _mm512_max_epi32(
+        _mm512_sub_epi32(rel0, _mm512_set1_epi32(MARGIN_D)),
+        _mm512_set1_epi32(1),
+    );
+    let (mut hi, mut bad) = (zero, 0 as __mmask16);
+    let mut acc_even = [zero; N];
+    let mut acc_odd = [zero; N];
+    let low_dwords = _mm512_set1_epi64(0xFFFF_FFFF);
+    for b in 0..nb {
+        let blk = b0 + b;
+        let (wm, wrel, wbad) = f16_rel16(d_of(blk), base1);
+        bad |= wbad;
+        hi = _mm512_max_epu32(hi, wrel);
+        let (wm_odd, wrel_even, wrel_odd) = (
+            _mm512_srli_epi64::<32>(wm),
+            _mm512_and_si512(wrel, low_dwords),
+            _mm512_srli_epi64::<32>(wrel),
+        );
+        let qh = if F::IS_Q5_0 { gather(blk, 2) } else { zero };
+        // SAFETY: block blk < b0 + nb of each of the sixteen rows lies
+        // inside `rows` (`wide_in_bounds`).
+        let w = unsafe { wide_weights::<F>(base, rb, blk, qh) };
+        for j in 0..N {
+            if j >= n {
+                break;
+            }
+            // SAFETY: j < n and b < nb, and `wide_in_bounds` checked
+            // t.qs[j].len() ≥ nb·QK and t.sc[j].len() ≥ nb.
+            let (y, s) = unsafe {
+                (
+                    t.qs[j].as_ptr().add(b * QK).cast::<i32>(),
+                    t.sc[j].get_unchecked(b),
+                )
+            };
+            let mut dot = zero;
+            for (k, &ws) in w.iter().enumerate() {
+                // SAFETY: 4k + 4 ≤ 32 bytes of the block's activations.
+                let yk = unsafe { y.add(k).read_unaligned() };
+                dot = _mm512_dpbusd_epi32(dot, ws, _mm512_set1_epi32(yk));
+            }
+            let sumi = _mm512_sub_epi32(dot, _mm512_set1_epi32(s.bsum << wide_bias_shift::<F>()));
+            let u = _mm512_mullo_epi32(sumi, _mm512_set1_epi32(s.dm));
+            let arel = _mm512_set1_epi64(s.drel as i64);
+            let even = _mm512_mul_epi32(u, wm);
+            let odd = _mm512_mul_epi32(_mm512_srli_epi64::<32>(u), wm_odd);
+            let even = _mm512_sllv_epi64(even, _mm512_add_epi64(wrel_even, arel));
+            let odd = _mm512_sllv_epi64(odd, _mm512_add_epi64(wrel_odd, arel));
+            acc_even[j] = _mm512_add_epi64(acc_even[j], even);
+            acc_odd[j] = _mm512_add_epi64(acc_odd[j], odd);
+        }
+    }
+    let (hi, base1) = (to_u32x16(hi), to_u32x16(base1));
+    for j in 0..n {
+        let (even, odd) = (to_i64x8(acc_even[j]), to_i64x8(acc_odd[j]));
+        let ch = &t.ch[j];
+        for (g, sums) in res.iter_mut().enumerate() {
+            let r = &mut sums[j];
+            let rows = g * ROW_GROUP..(g + 1) * ROW_GROUP;
+            r.fits_i64 =
+                ch.dspread <= F::LIM_D && rows.clone().all(|row| hi[row] <= F::LIM_D - ch.dspread);
+            for (i, row) in rows.enumerate() {
+                r.d_sum[i] = if row % 2 == 0 {
+                    even[row / 2]
+                } else {
+                    odd[row / 2]
+                };
+                r.d_base[i] = base1[row] - 1 + ch.dbase;
+                r.nonfinite[i] = (bad >> row) & 1 != 0;
+            }
+        }
+    }
+    res
+}
+
+#[target_feature(enable = "avx512f")]
+fn to_u32x16(v: __m512i) -> [u32; 16] {
+    let mut o = [0u32; 16];
+    // SAFETY: 64 writable bytes.
+    unsafe { _mm512_storeu_si512(o.as_mut_ptr().cast(), v) };
+    o
+}
+
+#[target_feature(enable = "avx512f")]
+fn to_i64x8(v: __m512i) -> [i64; 8] {
+    let mut o = [0i64; 8];
+    // SAFETY: 64 writable bytes.
+    unsafe { _mm512_storeu_si512(o.as_mut_ptr().cast(), v) };
     o
 }
