@@ -402,7 +402,7 @@ pub(crate) const ACT_TILE: usize = 8;
 pub const WIDE_GROUPS: usize = 4;
 
 /// Input rows a wide kernel takes per pass over a weight chunk.
-pub(crate) const WIDE_TILE: usize = 16;
+pub(crate) const WIDE_TILE: usize = 32;
 
 /// Fewest input rows in a tile for which the drivers run a wide kernel
 /// (fewer: the group kernel per group, whose weight decoding costs less
