@@ -264,7 +264,7 @@ fn check(seed: u64, fi: usize, kb: usize, r0: usize, groups: usize, m: usize) {
 /// shorter under Miri, which interprets every byte read).
 const CASES: u32 = if cfg!(miri) { 2 } else { 48 };
 const MAX_KB: usize = if cfg!(miri) { 34 } else { 80 };
-const MAX_M: usize = if cfg!(miri) { 3 } else { 11 };
+const MAX_M: usize = if cfg!(miri) { 3 } else { 40 };
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: CASES, failure_persistence: None, ..ProptestConfig::default() })]
@@ -286,7 +286,8 @@ proptest! {
 }
 
 /// Every format of the table on the edge sizes: one block, a whole chunk
-/// and one more, one input and a full tile plus one (under Miri: one block,
+/// and one more, one input and a full tile plus one, the fewest input rows
+/// of the wide kernel and its full tile plus one (under Miri: one block,
 /// a chunk and one more), one row group and one wide group.
 #[test]
 fn fast_paths_edges() {
@@ -294,7 +295,7 @@ fn fast_paths_edges() {
         let sizes: &[(usize, usize)] = if cfg!(miri) {
             &[(1, 1), (33, 2)]
         } else {
-            &[(1, 1), (32, 8), (33, 9), (64, 1)]
+            &[(1, 1), (32, 8), (33, 9), (64, 1), (3, 12), (33, 33)]
         };
         for &(kb, m) in sizes {
             check(7 + fi as u64, fi, kb, 1, 1, m);

@@ -407,7 +407,7 @@ pub(crate) const WIDE_TILE: usize = 32;
 /// Fewest input rows in a tile for which the drivers run a wide kernel
 /// (fewer: the group kernel per group, whose weight decoding costs less
 /// where it serves few rows).
-pub const WIDE_MIN_ROWS: usize = 4;
+pub const WIDE_MIN_ROWS: usize = 12;
 
 /// One chunk of up to `T` (by default [`ACT_TILE`]) input rows: quantized
 /// values, block scales and chunk ranges of rows `0..n`.
@@ -874,7 +874,9 @@ pub(crate) fn blocked_rows<K: FusedChunkKernel>(
         while g < groups {
             let (rg, acts) = (r0 + g * ROW_GROUP, &buf[..sl]);
             let wide = match kernel {
-                GroupKernel::Fused(k) if K::HAS_WIDE && m > 1 && g + WIDE_GROUPS <= groups => {
+                GroupKernel::Fused(k)
+                    if K::HAS_WIDE && sl >= WIDE_MIN_ROWS && g + WIDE_GROUPS <= groups =>
+                {
                     Some(k)
                 }
                 _ => None,
@@ -882,11 +884,13 @@ pub(crate) fn blocked_rows<K: FusedChunkKernel>(
             let step = if wide.is_some() { WIDE_GROUPS } else { 1 };
             let cells = &mut out[g * ROW_GROUP * m..(g + step) * ROW_GROUP * m];
             let ok = match wide {
-                Some(k) => group_wide::<WIDE_TILE, K>(w, rg, acts, s0, m, cells, k).map(|ran| {
-                    if ran && s0 == 0 {
-                        wide_rows += WIDE_ROWS;
-                    }
-                }),
+                Some(k) => {
+                    group_wide::<WIDE_TILE, K>(w, rg, acts, s0, m, cells, k, &mut wc).map(|ran| {
+                        if ran && s0 == 0 {
+                            wide_rows += WIDE_ROWS;
+                        }
+                    })
+                }
                 None if m == 1 => group::<1, K>(w, rg, acts, s0, m, cells, kernel, &mut wc),
                 None => group::<ACT_ROWS_PER_DECODE, K>(w, rg, acts, s0, m, cells, kernel, &mut wc),
             };
@@ -1146,7 +1150,7 @@ const WIDE_ROWS: usize = WIDE_GROUPS * ROW_GROUP;
 /// [`group`] for [`WIDE_GROUPS`] consecutive groups at once with a fused
 /// kernel that has a wide build: each tile of at least [`WIDE_MIN_ROWS`]
 /// input rows through [`FusedChunkKernel::tile_wide`], a smaller one
-/// through the group kernel per group ([`chunk_fused`]). `out` is
+/// through [`group`] per group. `out` is
 /// ([`WIDE_GROUPS`]·[`ROW_GROUP`], m). Returns whether the wide kernel ran
 /// (`None`, with nothing written, as for [`group`]).
 #[allow(clippy::too_many_arguments)]
@@ -1159,6 +1163,7 @@ fn group_wide<const MT: usize, K: FusedChunkKernel>(
     m: usize,
     out: &mut [F32],
     k: K,
+    wc: &mut WeightChunkScales,
 ) -> Option<bool> {
     let rb = w.row_bytes();
     let bytes = w.data.get(r0 * rb..(r0 + WIDE_ROWS) * rb)?;
@@ -1175,6 +1180,15 @@ fn group_wide<const MT: usize, K: FusedChunkKernel>(
     for m0 in (0..all.len()).step_by(MT) {
         let mt = MT.min(all.len() - m0);
         let acts = &all[m0..m0 + mt];
+        if mt < WIDE_MIN_ROWS {
+            for g in 0..WIDE_GROUPS {
+                let (rg, o) = (r0 + g * ROW_GROUP, g * ROW_GROUP * m);
+                let cells = out.get_mut(o..o + ROW_GROUP * m)?;
+                let kernel = GroupKernel::Fused(k);
+                group::<ACT_ROWS_PER_DECODE, K>(w, rg, acts, col0 + m0, m, cells, kernel, wc)?;
+            }
+            continue;
+        }
         let mut cells = [[ExactAcc::default(); MT]; WIDE_ROWS];
         for (index, b0) in (0..nb).step_by(CHUNK_BLOCKS).enumerate() {
             let ch = Chunk {
@@ -1182,28 +1196,8 @@ fn group_wide<const MT: usize, K: FusedChunkKernel>(
                 b0,
                 nb: CHUNK_BLOCKS.min(nb - b0),
             };
-            if mt >= WIDE_MIN_ROWS {
-                chunk_wide(w.ty, fmt, (bytes, rb), &rows, ch, acts, k, &mut cells)?;
-                ran = true;
-                continue;
-            }
-            for g in 0..WIDE_GROUPS {
-                let at = g * ROW_GROUP;
-                let group_bytes = bytes.get(at * rb..(at + ROW_GROUP) * rb)?;
-                let group_rows: &[&[u8]; ROW_GROUP] = rows[at..at + ROW_GROUP].try_into().ok()?;
-                let group_cells: &mut [[ExactAcc; MT]; ROW_GROUP] =
-                    (&mut cells[at..at + ROW_GROUP]).try_into().ok()?;
-                chunk_fused(
-                    w.ty,
-                    fmt,
-                    (group_bytes, rb),
-                    group_rows,
-                    ch,
-                    acts,
-                    k,
-                    group_cells,
-                )?;
-            }
+            chunk_wide(w.ty, fmt, (bytes, rb), &rows, ch, acts, k, &mut cells)?;
+            ran = true;
         }
         for (r, row_cells) in cells.iter().enumerate() {
             for (j, c) in row_cells.iter().enumerate().take(mt) {
