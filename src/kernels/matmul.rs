@@ -20,20 +20,24 @@ pub const fn matmul_scratch_len(m: usize, n_out: usize) -> usize {
     if m <= 1 { 0 } else { m.saturating_mul(n_out) }
 }
 
-/// Weight rows per parallel chunk: a multiple of the kernels' row group.
-/// One input row (decode) takes one contiguous share per thread (each
-/// streams its weight rows in order; eight claimed chunks measured 2–5 %
-/// slower at 2 threads); more rows take four chunks per thread, claimed as
-/// threads come free (a static split measured 3–7 % slower at 8 rows).
+/// Weight rows per parallel chunk: a multiple of the kernels' row group
+/// (of the wide kernels' four groups where they run, from
+/// [`fast::WIDE_MIN_ROWS`] input rows). One input row (decode) takes one
+/// contiguous share per thread (each streams its weight rows in order;
+/// eight claimed chunks measured 2–5 % slower at 2 threads); more rows take
+/// four chunks per thread, claimed as threads come free (a static split
+/// measured 3–7 % slower at 8 rows).
 fn rows_per_chunk(threads: usize, n_out: usize, m: usize) -> usize {
     if threads <= 1 {
         return n_out.max(1);
     }
     let chunks = if m <= 1 { threads } else { threads * 4 };
-    n_out
-        .div_ceil(chunks)
-        .next_multiple_of(fast::ROW_GROUP)
-        .max(fast::ROW_GROUP)
+    let unit = if m >= fast::WIDE_MIN_ROWS {
+        fast::ROW_GROUP * fast::WIDE_GROUPS
+    } else {
+        fast::ROW_GROUP
+    };
+    n_out.div_ceil(chunks).next_multiple_of(unit).max(unit)
 }
 
 /// `out (M, n_out) = x (M, n_in) · Wᵀ`; `M = x.rows()`.
