@@ -157,7 +157,7 @@ fn weights(rng: &mut Rng, ty: GgmlType, scales: &[usize], n_in: usize, n_out: us
 
 /// What `path` must report for `rows` rows, all in whole groups, against `m`
 /// input rows on this CPU (Q4_K and Q6_K on a SIMD path with several input
-/// rows: whole tiles through the tile kernel; Q5_0 and Q8_0 on the VNNI
+/// rows: whole tiles through the tile kernel; Q4_1, Q5_0 and Q8_0 on the VNNI
 /// build with at least `WIDE_MIN_ROWS`: whole wide groups through the wide
 /// kernel).
 fn check_ran(ty: GgmlType, path: KernelPath, rows: usize, m: usize, ran: RowsRun) {
@@ -167,9 +167,9 @@ fn check_ran(ty: GgmlType, path: KernelPath, rows: usize, m: usize, ran: RowsRun
         && path != KernelPath::Portable
         && cpu >= Level::Avx2
         && m > 1;
-    // Q5_0 / Q8_0 on `Auto` with VNNI and enough input rows: whole wide
+    // Q4_1 / Q5_0 / Q8_0 on `Auto` with VNNI and enough input rows: whole wide
     // groups (four row groups) through the wide kernel.
-    let wide = matches!(ty, GgmlType::Q5_0 | GgmlType::Q8_0)
+    let wide = matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q8_0)
         && path == KernelPath::Auto
         && cpu == Level::Avx512Vnni
         && m >= WIDE_MIN_ROWS;

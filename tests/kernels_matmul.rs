@@ -17,7 +17,7 @@
 //! build with several input rows run whole tiles of [`TILE`] weight rows
 //! through the x86 tile kernel (asserted too: `RowsRun::tiled_rows`; on
 //! `Auto` with AVX-512 VNNI the tile of four weight rows by up to eight
-//! input rows, reported as that build). Q5_0 and Q8_0 on `Auto` with AVX-512
+//! input rows, reported as that build). Q4_1, Q5_0 and Q8_0 on `Auto` with AVX-512
 //! VNNI and at least `WIDE_MIN_ROWS` input rows run whole wide groups
 //! (`WIDE_GROUPS` row groups) through the wide kernel (asserted as
 //! `RowsRun::tiled_rows`). For the formats without a
@@ -153,10 +153,10 @@ fn expected_run(ty: GgmlType, path: KernelPath, n_rows: usize, m: usize) -> Rows
         && build >= Level::Avx2
         && blocked_rows > 0
         && m > 1;
-    // Q5_0 and Q8_0 on `Auto` with AVX-512 VNNI and at least
+    // Q4_1, Q5_0 and Q8_0 on `Auto` with AVX-512 VNNI and at least
     // `WIDE_MIN_ROWS` input rows: whole wide groups (four row groups)
     // through the wide kernel.
-    let wide = matches!(ty, GgmlType::Q5_0 | GgmlType::Q8_0)
+    let wide = matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q8_0)
         && path == KernelPath::Auto
         && level() == Level::Avx512Vnni
         && m >= WIDE_MIN_ROWS;
@@ -337,27 +337,7 @@ fn extreme_blocks_agree() {
             let n_in = 32 * kb;
             // Two wide groups of sixteen rows (the row range is split in half).
             let n_out = 32;
-            let mut wb = vec![0u8; ty.row_bytes(n_in).unwrap() * n_out];
-            for (r, row) in wb.chunks_mut(ty.row_bytes(n_in).unwrap()).enumerate() {
-                for b in row.chunks_mut(ty.type_size()) {
-                    b[0..2]
-                        .copy_from_slice(&f16(if r % 3 == 2 { -0.01 } else { 0.01 }).to_le_bytes());
-                    let q = if ty == GgmlType::Q4_1 {
-                        b[2..4].copy_from_slice(&f16(-0.1).to_le_bytes());
-                        &mut b[4..]
-                    } else {
-                        &mut b[2..]
-                    };
-                    // Q5_0: `qh` and nibbles all ones (15) or all zeros (-16).
-                    let fill = match (ty, r % 4 == 3) {
-                        (GgmlType::Q4_1 | GgmlType::Q5_0, false) => 0xFF,
-                        (GgmlType::Q4_1 | GgmlType::Q5_0, true) => 0x00,
-                        (_, false) => 0x80,
-                        (_, true) => 0x7F,
-                    };
-                    q.fill(fill);
-                }
-            }
+            let wb = extreme_weights(ty, n_in, n_out);
             let w = QMatrix::new(ty, n_in, n_out, &wb).unwrap();
             for m in [1usize, 3, 8, 17] {
                 let x: Vec<F32> = (0..m * n_in)
@@ -375,6 +355,61 @@ fn extreme_blocks_agree() {
                 assert_eq!(r, p, "{ty:?} kb {kb} m {m} portable");
                 assert_eq!(r, s, "{ty:?} kb {kb} m {m} best SIMD");
                 assert_eq!(r, v2, "{ty:?} kb {kb} m {m} AVX2");
+            }
+        }
+    }
+}
+
+/// `n_out` rows of `ty` (Q4_1, Q5_0, Q8_0) whose every block has the largest
+/// byte dot against activations all ±127: Q4_1 nibbles 15 (or 0), Q5_0
+/// values 15 (or -16), Q8_0 bytes -128 (or 127) by row; scales ±0.01
+/// (Q4_1 mins -0.1).
+fn extreme_weights(ty: GgmlType, n_in: usize, n_out: usize) -> Vec<u8> {
+    let mut wb = vec![0u8; ty.row_bytes(n_in).unwrap() * n_out];
+    for (r, row) in wb.chunks_mut(ty.row_bytes(n_in).unwrap()).enumerate() {
+        for b in row.chunks_mut(ty.type_size()) {
+            b[0..2].copy_from_slice(&f16(if r % 3 == 2 { -0.01 } else { 0.01 }).to_le_bytes());
+            let q = if ty == GgmlType::Q4_1 {
+                b[2..4].copy_from_slice(&f16(-0.1).to_le_bytes());
+                &mut b[4..]
+            } else {
+                &mut b[2..]
+            };
+            // Q5_0: `qh` and nibbles all ones (15) or all zeros (-16).
+            let fill = match (ty, r % 4 == 3) {
+                (GgmlType::Q4_1 | GgmlType::Q5_0, false) => 0xFF,
+                (GgmlType::Q4_1 | GgmlType::Q5_0, true) => 0x00,
+                (_, false) => 0x80,
+                (_, true) => 0x7F,
+            };
+            q.fill(fill);
+        }
+    }
+    wb
+}
+
+/// The blocked formats' `i64` chunk sums at their limits: the extreme
+/// weights of [`extreme_weights`] against activations whose block scales
+/// lie `spread` binades apart within a chunk ([`extreme_inputs`]), for
+/// every spread from 0 to 24 — below, at and beyond each format's limit
+/// (`LIM_Q8_0_D` 16, `LIM_Q5_0_D` and `LIM_Q4_1_D` 19, less the weights'
+/// guessed-base margin), so the kernels' check that sends a chunk to the
+/// `i128` fallback is exercised on both sides. One input row, a group
+/// tile and a wide tile; the reference and every path agree.
+#[test]
+fn extreme_spreads_agree() {
+    for ty in [GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q8_0] {
+        let (n_in, n_out) = (32 * 40, 32);
+        let wb = extreme_weights(ty, n_in, n_out);
+        let w = QMatrix::new(ty, n_in, n_out, &wb).unwrap();
+        for spread in 0..=24 {
+            for m in [1usize, 9, 13] {
+                let x = extreme_inputs(m, n_in, spread);
+                let [r, p, s, v2] = paths(&w, &x, m, n_out / 2);
+                let at = format!("{ty:?} m {m} spread {spread}");
+                assert_eq!(r, p, "{at} portable");
+                assert_eq!(r, s, "{at} best SIMD");
+                assert_eq!(r, v2, "{at} AVX2");
             }
         }
     }

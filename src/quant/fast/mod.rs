@@ -13,7 +13,7 @@
 //!
 //! | weights | [`KernelPath::Reference`] | `Portable` | `Auto` | `Avx2` |
 //! |---|---|---|---|---|
-//! | Q4_1, Q5_0, Q8_0 | `dot_row` | blocked, portable | blocked, widest fused build (VNNI, AVX2) or portable; on VNNI with at least [`WIDE_MIN_ROWS`] input rows, Q5_0 and Q8_0 sixteen weight rows at a time ([`WIDE_GROUPS`] groups) | blocked, AVX2 fused build or portable |
+//! | Q4_1, Q5_0, Q8_0 | `dot_row` | blocked, portable | blocked, widest fused build (VNNI, AVX2) or portable; on VNNI with at least [`WIDE_MIN_ROWS`] input rows, sixteen weight rows at a time ([`WIDE_GROUPS`] groups) | blocked, AVX2 fused build or portable |
 //! | Q4_K, Q5_K, Q6_K | `dot_row` | [`kquant`] row kernel, portable body | row kernel, widest build (AVX-512, AVX2; Q4_K and Q6_K: hand-written in `x86_kquant`, with several input rows four weight rows at a time — on AVX-512 VNNI against up to eight input rows at a time) or portable | row kernel, AVX2 build (Q4_K and Q6_K likewise tiled, one input row at a time) or portable |
 //! | any other | `dot_row` | `dot_row` | `dot_row` | `dot_row` |
 //!
@@ -112,7 +112,7 @@ pub struct RowsRun {
     pub build: Level,
     /// Of `blocked_rows`, the Q4_K / Q6_K weight rows done by the x86 tile
     /// kernel, [`kquant::TILE`] at a time (several input rows, every input
-    /// row well-formed), or the Q5_0 / Q8_0 rows done by the VNNI build's
+    /// row well-formed), or the Q4_1 / Q5_0 / Q8_0 rows done by the VNNI build's
     /// wide kernel, [`WIDE_GROUPS`]·[`ROW_GROUP`] at a time (at least
     /// [`WIDE_MIN_ROWS`] input rows); 0 elsewhere.
     pub tiled_rows: usize,

@@ -30,10 +30,10 @@
 //! VNNI build runs [`tile_vnni512`] instead, for one input row and for a
 //! tile: 512-bit vectors, two blocks at a time, `vpdpbusd`, the four rows'
 //! dots of an input row reduced together and scaled exactly eight cells per
-//! instruction. With several input rows (prefill), Q5_0 and Q8_0 weight
-//! rows go sixteen at a time through [`tile16_vnni512`] instead: one
-//! weight row per 32-bit lane, the weights biased to unsigned bytes (the
-//! bias taken off with the activation block's exact sum) and transposed
+//! instruction. With many input rows (prefill), weight rows go sixteen at a
+//! time through [`tile16_vnni512`] instead: one
+//! weight row per 32-bit lane, the weights as unsigned bytes (Q5_0 and
+//! Q8_0 biased, the bias taken off with the activation block's exact sum) and transposed
 //! once per block, so that eight `vpdpbusd` against broadcast activation
 //! dwords leave each row's block sum in its own lane with no reduction,
 //! and the exact scaling runs sixteen cells per two instructions.
@@ -230,7 +230,7 @@ macro_rules! isa_build {
                 unsafe { $chunk::<F, ACT_TILE>(group, rb, b0, nb, t) }
             }
             $(
-                const HAS_WIDE: bool = !F::IS_Q4_1;
+                const HAS_WIDE: bool = true;
 
                 #[inline(always)]
                 fn tile_wide(
@@ -1000,8 +1000,8 @@ unsafe fn transpose16x4(
 
 /// Block `blk`'s 32 weights of the sixteen rows as unsigned bytes
 /// transposed for `vpdpbusd`: vector `s`, dword lane `r` = weights
-/// `4s..4s + 4` of row `r`, biased by [`wide_bias`] (Q5_0: `q` in
-/// `0..=31` for the value `q - 16`; Q8_0: `x + 128`). Callers guarantee
+/// `4s..4s + 4` of row `r`, biased by [`wide_bias_shift`] (Q4_1: the
+/// nibbles; Q5_0: `q` in `0..=31` for the value `q - 16`; Q8_0: `x + 128`). Callers guarantee
 /// the sixteen rows' block lies inside the slice at `base`.
 ///
 /// # Safety
@@ -1016,10 +1016,12 @@ unsafe fn wide_weights<F: Format>(
     qh: __m512i,
 ) -> [__m512i; 8] {
     let bs = F::BLOCK_BYTES;
-    if F::IS_Q5_0 {
+    if F::IS_Q5_0 || F::IS_Q4_1 {
         // Nibbles: dword k of `qs` holds weights 4k.. (low) and 16 + 4k.. (high).
-        // SAFETY: bytes 6..22 of each row's block (the caller's bound).
-        let q = unsafe { transpose16x4(base, rb, blk, bs, 6) };
+        let at = if F::IS_Q4_1 { 4 } else { 6 };
+        // SAFETY: bytes at..at + 16 of each row's block, at + 16 = bs (the
+        // caller's bound).
+        let q = unsafe { transpose16x4(base, rb, blk, bs, at) };
         let m4 = _mm512_set1_epi8(0x0F);
         let mut w: [__m512i; 8] = core::array::from_fn(|s| {
             let v = q[s % 4];
@@ -1029,6 +1031,9 @@ unsafe fn wide_weights<F: Format>(
                 _mm512_and_si512(_mm512_srli_epi32::<4>(v), m4)
             }
         });
+        if F::IS_Q4_1 {
+            return w;
+        }
         // Weight 4s + i's fifth bit is bit 4s + i of `qh`: byte s / 2 of
         // the lane copied to its four bytes, each tested for its bit.
         let lanes =
@@ -1055,17 +1060,24 @@ unsafe fn wide_weights<F: Format>(
 }
 
 /// `log2` of the bias [`wide_weights`] adds to each weight (Q5_0: 16,
-/// Q8_0: 128): a block's biased dot minus `bias · Σ y` is its dot.
-const fn wide_bias_shift<F: Format>() -> u32 {
-    if F::IS_Q5_0 { 4 } else { 7 }
+/// Q8_0: 128; Q4_1's nibbles need none): a block's biased dot minus
+/// `bias · Σ y` is its dot.
+const fn wide_bias_shift<F: Format>() -> Option<u32> {
+    if F::IS_Q4_1 {
+        None
+    } else if F::IS_Q5_0 {
+        Some(4)
+    } else {
+        Some(7)
+    }
 }
 
-/// The VNNI build's wide chunk kernel for Q5_0 and Q8_0 weights: the
+/// The VNNI build's wide chunk kernel: the
 /// [`ChunkSums`] of [`WIDE_ROWS`] weight rows (`[group][input row]`, four
 /// groups of [`ROW_GROUP`] back to back at stride `rb` in `rows`) against
 /// the first `min(t.n, N)` input rows of a tile — the same integers as
 /// [`tile_vnni512`]'s for each group, with one weight row per 32-bit lane
-/// so that no sum needs a horizontal reduction. (Q4_1: nothing computed.)
+/// so that no sum needs a horizontal reduction.
 ///
 /// Per block the sixteen rows' weights are decoded once, biased to
 /// unsigned bytes and transposed ([`wide_weights`]: vector `s`, lane `r`,
@@ -1078,7 +1090,8 @@ const fn wide_bias_shift<F: Format>() -> u32 {
 /// (`|Σ (q-16)·y|·2047 < 2^27`, `|Σ x·y|·2047 < 2^31`), then the even and
 /// odd rows' lanes times the weight mantissas in `i64` (`vpmuldq`) shifted
 /// by `wrel + arel` (`vpsllvq`; a count beyond 63 gives 0 and only occurs
-/// in sums the shift check discards) and added to the row's sum.
+/// in sums the shift check discards) and added to the row's sum; Q4_1's
+/// min terms `mm·sm` (`< 2^22`, `i32`) likewise, shifted by `mrel + srel`.
 #[target_feature(enable = "avx2,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
 fn tile16_vnni512<F: Format, const N: usize>(
     rows: &[u8],
@@ -1090,7 +1103,7 @@ fn tile16_vnni512<F: Format, const N: usize>(
     let bs = F::BLOCK_BYTES;
     let mut res = [[ChunkSums::NOT_COMPUTED; N]; WIDE_GROUPS];
     let n = t.n.min(N);
-    if F::IS_Q4_1 || !wide_in_bounds(rows, rb, (b0, nb), bs, t) {
+    if !wide_in_bounds(rows, rb, (b0, nb), bs, t) {
         return res;
     }
     let base = rows.as_ptr();
@@ -1105,22 +1118,48 @@ fn tile16_vnni512<F: Format, const N: usize>(
         // ≤ 16·rb ≤ rows.len() (o + 4 ≤ bs; `wide_in_bounds`), offsets < 2^31.
         unsafe { _mm512_i32gather_epi32::<1>(at, base.cast()) }
     };
-    let d_of = |blk: usize| _mm512_and_si512(gather(blk, 0), _mm512_set1_epi32(0xFFFF));
+    // The block's first dword: `d`, and (Q4_1) the min `m` above it.
+    let d_of = |head: __m512i| _mm512_and_si512(head, _mm512_set1_epi32(0xFFFF));
+    let m_of = |head: __m512i| _mm512_srli_epi32::<16>(head);
     let zero = _mm512_setzero_si512();
-    let (_, rel0, _) = f16_rel16(d_of(b0), zero);
-    let base1 = _mm512_max_epi32(
-        _mm512_sub_epi32(rel0, _mm512_set1_epi32(MARGIN_D)),
-        _mm512_set1_epi32(1),
-    );
-    let (mut hi, mut bad) = (zero, 0 as __mmask16);
+    let guess = |h: __m512i, margin: i32| {
+        let (_, rel0, _) = f16_rel16(h, zero);
+        _mm512_max_epi32(
+            _mm512_sub_epi32(rel0, _mm512_set1_epi32(margin)),
+            _mm512_set1_epi32(1),
+        )
+    };
+    let head0 = gather(b0, 0);
+    let base1 = guess(d_of(head0), MARGIN_D);
+    let base1_m = if F::IS_Q4_1 {
+        guess(m_of(head0), MARGIN_M)
+    } else {
+        zero
+    };
+    let (mut hi, mut hi_m, mut bad) = (zero, zero, 0 as __mmask16);
     let mut acc_even = [zero; N];
     let mut acc_odd = [zero; N];
+    let mut acc_m_even = [zero; N];
+    let mut acc_m_odd = [zero; N];
     let low_dwords = _mm512_set1_epi64(0xFFFF_FFFF);
     for b in 0..nb {
         let blk = b0 + b;
-        let (wm, wrel, wbad) = f16_rel16(d_of(blk), base1);
+        let head = gather(blk, 0);
+        let (wm, wrel, wbad) = f16_rel16(d_of(head), base1);
         bad |= wbad;
         hi = _mm512_max_epu32(hi, wrel);
+        let (mm, mrel) = if F::IS_Q4_1 {
+            let (mm, mrel, mbad) = f16_rel16(m_of(head), base1_m);
+            bad |= mbad;
+            hi_m = _mm512_max_epu32(hi_m, mrel);
+            (mm, mrel)
+        } else {
+            (zero, zero)
+        };
+        let (mrel_even, mrel_odd) = (
+            _mm512_and_si512(mrel, low_dwords),
+            _mm512_srli_epi64::<32>(mrel),
+        );
         let (wm_odd, wrel_even, wrel_odd) = (
             _mm512_srli_epi64::<32>(wm),
             _mm512_and_si512(wrel, low_dwords),
@@ -1148,7 +1187,10 @@ fn tile16_vnni512<F: Format, const N: usize>(
                 let yk = unsafe { y.add(k).read_unaligned() };
                 dot = _mm512_dpbusd_epi32(dot, ws, _mm512_set1_epi32(yk));
             }
-            let sumi = _mm512_sub_epi32(dot, _mm512_set1_epi32(s.bsum << wide_bias_shift::<F>()));
+            let sumi = match wide_bias_shift::<F>() {
+                Some(k) => _mm512_sub_epi32(dot, _mm512_set1_epi32(s.bsum << k)),
+                None => dot,
+            };
             let u = _mm512_mullo_epi32(sumi, _mm512_set1_epi32(s.dm));
             let arel = _mm512_set1_epi64(s.drel as i64);
             let even = _mm512_mul_epi32(u, wm);
@@ -1157,24 +1199,41 @@ fn tile16_vnni512<F: Format, const N: usize>(
             let odd = _mm512_sllv_epi64(odd, _mm512_add_epi64(wrel_odd, arel));
             acc_even[j] = _mm512_add_epi64(acc_even[j], even);
             acc_odd[j] = _mm512_add_epi64(acc_odd[j], odd);
+            if F::IS_Q4_1 {
+                // `mm·sm` (`< 2^22`) sign-extended to the lanes' halves.
+                let um = _mm512_mullo_epi32(mm, _mm512_set1_epi32(s.sm));
+                let srel = _mm512_set1_epi64(s.srel as i64);
+                let even = _mm512_srai_epi64::<32>(_mm512_slli_epi64::<32>(um));
+                let odd = _mm512_srai_epi64::<32>(um);
+                let even = _mm512_sllv_epi64(even, _mm512_add_epi64(mrel_even, srel));
+                let odd = _mm512_sllv_epi64(odd, _mm512_add_epi64(mrel_odd, srel));
+                acc_m_even[j] = _mm512_add_epi64(acc_m_even[j], even);
+                acc_m_odd[j] = _mm512_add_epi64(acc_m_odd[j], odd);
+            }
         }
     }
     let (hi, base1) = (to_u32x16(hi), to_u32x16(base1));
+    let (hi_m, base1_m) = (to_u32x16(hi_m), to_u32x16(base1_m));
     for j in 0..n {
         let (even, odd) = (to_i64x8(acc_even[j]), to_i64x8(acc_odd[j]));
+        let (m_even, m_odd) = (to_i64x8(acc_m_even[j]), to_i64x8(acc_m_odd[j]));
         let ch = &t.ch[j];
+        let d_fits = |row: usize| ch.dspread <= F::LIM_D && hi[row] <= F::LIM_D - ch.dspread;
+        let m_fits = |row: usize| {
+            !F::IS_Q4_1 || (ch.sspread <= LIM_Q4_1_M && hi_m[row] <= LIM_Q4_1_M - ch.sspread)
+        };
+        let lane = |e: &[i64; 8], o: &[i64; 8], row: usize| {
+            if row % 2 == 0 { e[row / 2] } else { o[row / 2] }
+        };
         for (g, sums) in res.iter_mut().enumerate() {
             let r = &mut sums[j];
             let rows = g * ROW_GROUP..(g + 1) * ROW_GROUP;
-            r.fits_i64 =
-                ch.dspread <= F::LIM_D && rows.clone().all(|row| hi[row] <= F::LIM_D - ch.dspread);
+            r.fits_i64 = rows.clone().all(|row| d_fits(row) && m_fits(row));
             for (i, row) in rows.enumerate() {
-                r.d_sum[i] = if row % 2 == 0 {
-                    even[row / 2]
-                } else {
-                    odd[row / 2]
-                };
+                r.d_sum[i] = lane(&even, &odd, row);
                 r.d_base[i] = base1[row] - 1 + ch.dbase;
+                r.m_sum[i] = lane(&m_even, &m_odd, row);
+                r.m_base[i] = base1_m[row].wrapping_sub(1).wrapping_add(ch.sbase);
                 r.nonfinite[i] = (bad >> row) & 1 != 0;
             }
         }
