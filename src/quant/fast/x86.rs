@@ -1223,7 +1223,11 @@ fn tile16_vnni512<F: Format, const N: usize>(
             !F::IS_Q4_1 || (ch.sspread <= LIM_Q4_1_M && hi_m[row] <= LIM_Q4_1_M - ch.sspread)
         };
         let lane = |e: &[i64; 8], o: &[i64; 8], row: usize| {
-            if row % 2 == 0 { e[row / 2] } else { o[row / 2] }
+            if row.is_multiple_of(2) {
+                e[row / 2]
+            } else {
+                o[row / 2]
+            }
         };
         for (g, sums) in res.iter_mut().enumerate() {
             let r = &mut sums[j];
