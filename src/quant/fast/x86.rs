@@ -1165,6 +1165,12 @@ fn tile16_vnni512<F: Format, const N: usize>(
             _mm512_and_si512(wrel, low_dwords),
             _mm512_srli_epi64::<32>(wrel),
         );
+        // Prefetch each row's block four ahead (may point past the chunk:
+        // a prefetch never faults).
+        for r in 0..WIDE_ROWS {
+            let ahead = base.wrapping_add(r * rb + (blk + 4) * bs);
+            _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
+        }
         let qh = if F::IS_Q5_0 { gather(blk, 2) } else { zero };
         // SAFETY: block blk < b0 + nb of each of the sixteen rows lies
         // inside `rows` (`wide_in_bounds`).
