@@ -228,7 +228,7 @@ fn bench(c: &mut Criterion) {
         for &(n_in, n_out) in shapes {
             let w = weights(ty, n_in, n_out, &mut rng);
             let qm = QMatrix::new(ty, n_in, n_out, &w).unwrap();
-            for m in [1usize, 8] {
+            for m in [1usize, 8, 32] {
                 let x: Vec<f32> = (0..m * n_in).map(|_| rng.unit()).collect();
                 let xs: Vec<F32> = x.iter().map(|v| F32::from_bits(v.to_bits())).collect();
                 let mut arena = Arena::new(&mut arena_buf);
