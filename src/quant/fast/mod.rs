@@ -397,8 +397,8 @@ impl ChunkSums {
 /// Input rows a multi-row fused kernel takes per pass over a weight chunk.
 pub(crate) const ACT_TILE: usize = 8;
 
-/// Row groups a wide fused kernel ([`FusedChunkKernel::tile_wide`]) takes
-/// at once.
+/// Row groups a wide fused kernel (the AVX-512 VNNI build's, for Q4_1,
+/// Q5_0 and Q8_0) takes at once: sixteen weight rows, one per 32-bit lane.
 pub const WIDE_GROUPS: usize = 4;
 
 /// Input rows a wide kernel takes per pass over a weight chunk.
