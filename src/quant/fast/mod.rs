@@ -1112,17 +1112,19 @@ fn chunk_fused<const MT: usize, K: FusedChunkKernel>(
                 one
             }
         };
-        for (t, res) in results.iter().enumerate().take(n) {
-            let j = j0 + t;
-            let Some(a) = &acts[j] else { continue };
-            let act_bad = a.flags & fmt.act_flags != 0;
-            for r in 0..ROW_GROUP {
-                let cell = &mut cells[r][j];
-                if !res.add_to(r, fmt.has_m, act_bad, cell) {
-                    chunk_in_i128(ty, rows[r], ch.b0, ch.nb, tile.qs[t], tile.sc[t], cell);
-                }
-            }
-        }
+        let group = GroupSums {
+            rows,
+            results: &results[..n],
+        };
+        group.add_to_cells(
+            ty,
+            fmt,
+            ch,
+            &acts[j0..j0 + n],
+            (&tile.qs, &tile.sc),
+            j0,
+            cells,
+        );
         j0 += n;
     }
     Some(())
@@ -1230,19 +1232,51 @@ fn chunk_wide<const MT: usize, K: FusedChunkKernel>(
         let tile = act_tile::<WIDE_TILE>(&acts[j0..j0 + n], ch)?;
         let results = k.tile_wide(bytes, rb, ch.b0, ch.nb, &tile);
         for (g, group_results) in results.iter().enumerate() {
-            for (t, res) in group_results.iter().enumerate().take(n) {
-                let j = j0 + t;
-                let Some(a) = &acts[j] else { continue };
-                let act_bad = a.flags & fmt.act_flags != 0;
-                for i in 0..ROW_GROUP {
-                    let r = g * ROW_GROUP + i;
-                    let cell = &mut cells[r][j];
-                    if !res.add_to(i, fmt.has_m, act_bad, cell) {
-                        chunk_in_i128(ty, rows[r], ch.b0, ch.nb, tile.qs[t], tile.sc[t], cell);
-                    }
+            let at = g * ROW_GROUP;
+            let group = GroupSums {
+                rows: rows[at..at + ROW_GROUP].try_into().ok()?,
+                results: &group_results[..n],
+            };
+            let group_cells = &mut cells[at..at + ROW_GROUP];
+            let acts = &acts[j0..j0 + n];
+            group.add_to_cells(ty, fmt, ch, acts, (&tile.qs, &tile.sc), j0, group_cells);
+        }
+    }
+    Some(())
+}
+
+/// A fused kernel's chunk sums for one row group: its weight rows and,
+/// per input row of a tile, the [`ChunkSums`].
+struct GroupSums<'r, 'w> {
+    rows: &'r [&'w [u8]; ROW_GROUP],
+    results: &'r [ChunkSums],
+}
+
+impl GroupSums<'_, '_> {
+    /// Adds each input row's sums (`acts`, columns `j0..` of the group's
+    /// `cells`) to its cells, or, where they do not fit `i64`, sums the chunk
+    /// in `i128` from the tile's values and scales `(qs, sc)`.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn add_to_cells<const MT: usize>(
+        &self,
+        ty: GgmlType,
+        fmt: BlockedFormat,
+        ch: Chunk,
+        acts: &[Option<ActRow<'_>>],
+        (qs, sc): (&[&[i8]], &[&[ActScale]]),
+        j0: usize,
+        cells: &mut [[ExactAcc; MT]],
+    ) {
+        for (t, (res, a)) in self.results.iter().zip(acts).enumerate() {
+            let Some(a) = a else { continue };
+            let act_bad = a.flags & fmt.act_flags != 0;
+            for (r, (row, cell_row)) in self.rows.iter().zip(cells.iter_mut()).enumerate() {
+                let cell = &mut cell_row[j0 + t];
+                if !res.add_to(r, fmt.has_m, act_bad, cell) {
+                    chunk_in_i128(ty, row, ch.b0, ch.nb, qs[t], sc[t], cell);
                 }
             }
         }
     }
-    Some(())
 }

@@ -281,21 +281,23 @@ isa_build!(
 );
 
 /// Whether a chunk kernel may read blocks `b0..b0 + nb` (of `bs` bytes) of
-/// the four weight rows at stride `rb` in `group` and the tile's input rows:
-/// every offset fits an `i32`, the rows and blocks lie inside `group`, the
-/// chunk is non-empty and at most [`CHUNK_BLOCKS`], and every input row has
-/// `nb` blocks of values and scales. The bound the kernels' loads rely on.
+/// the `n_rows` weight rows at stride `rb` in `group` and the tile's input
+/// rows: every byte offset below `n_rows·rb` fits an `i32` (the wide
+/// kernel's gathers take them as lanes), the rows and blocks lie inside
+/// `group`, the chunk is non-empty and at most [`CHUNK_BLOCKS`], and every
+/// input row has `nb` blocks of values and scales. The bound the kernels'
+/// loads rely on.
 #[inline(always)]
 fn tile_in_bounds<const N: usize>(
-    group: &[u8],
+    (group, n_rows): (&[u8], usize),
     rb: usize,
     (b0, nb): (usize, usize),
     bs: usize,
     t: &ActTile<'_, N>,
 ) -> bool {
     let n = t.n.min(N);
-    rb <= (i32::MAX as usize) / 4
-        && group.len() >= ROW_GROUP * rb
+    rb <= (i32::MAX as usize) / n_rows.max(1)
+        && group.len() >= n_rows * rb
         && (b0 + nb) * bs <= rb
         && nb > 0
         && nb <= CHUNK_BLOCKS
@@ -464,7 +466,7 @@ fn fused_avx2<F: Format, const N: usize>(
     let bs: usize = F::BLOCK_BYTES;
     let mut res = [ChunkSums::NOT_COMPUTED; N];
     let n = t.n.min(N);
-    if !tile_in_bounds(group, rb, (b0, nb), bs, t) {
+    if !tile_in_bounds((group, ROW_GROUP), rb, (b0, nb), bs, t) {
         return res;
     }
     let base_ptr = group.as_ptr();
@@ -683,7 +685,7 @@ fn tile_vnni512<F: Format, const N: usize>(
     let bs: usize = F::BLOCK_BYTES;
     let mut res = [ChunkSums::NOT_COMPUTED; N];
     let n = t.n.min(N);
-    if !tile_in_bounds(group, rb, (b0, nb), bs, t) {
+    if !tile_in_bounds((group, ROW_GROUP), rb, (b0, nb), bs, t) {
         return res;
     }
     let base_ptr = group.as_ptr();
@@ -924,28 +926,6 @@ fn to_i64x4(v: __m256i) -> [i64; 4] {
 /// Weight rows of [`tile16_vnni512`]: [`WIDE_GROUPS`] groups.
 const WIDE_ROWS: usize = WIDE_GROUPS * ROW_GROUP;
 
-/// Whether [`tile16_vnni512`] may read blocks `b0..b0 + nb` (of `bs`
-/// bytes) of the [`WIDE_ROWS`] weight rows at stride `rb` in `rows` and the
-/// tile's input rows: as [`tile_in_bounds`], for sixteen rows, with every
-/// byte offset below `16·rb` fitting an `i32` (the gathers' lane offsets).
-#[inline(always)]
-fn wide_in_bounds<const N: usize>(
-    rows: &[u8],
-    rb: usize,
-    (b0, nb): (usize, usize),
-    bs: usize,
-    t: &ActTile<'_, N>,
-) -> bool {
-    let n = t.n.min(N);
-    rb <= (i32::MAX as usize) / WIDE_ROWS
-        && rows.len() >= WIDE_ROWS * rb
-        && (b0 + nb) * bs <= rb
-        && nb > 0
-        && nb <= CHUNK_BLOCKS
-        && n >= 1
-        && (0..n).all(|j| t.qs[j].len() >= nb * QK && t.sc[j].len() >= nb)
-}
-
 /// Sixteen binary16 values (zero-extended in 32-bit lanes) against per-lane
 /// bases `base1`: [`f16_rel8`] in 512-bit lanes, the non-finite lanes as a
 /// mask.
@@ -1103,7 +1083,7 @@ fn tile16_vnni512<F: Format, const N: usize>(
     let bs = F::BLOCK_BYTES;
     let mut res = [[ChunkSums::NOT_COMPUTED; N]; WIDE_GROUPS];
     let n = t.n.min(N);
-    if !wide_in_bounds(rows, rb, (b0, nb), bs, t) {
+    if !tile_in_bounds((rows, WIDE_ROWS), rb, (b0, nb), bs, t) {
         return res;
     }
     let base = rows.as_ptr();
@@ -1115,7 +1095,7 @@ fn tile16_vnni512<F: Format, const N: usize>(
     let gather = |blk: usize, o: usize| {
         let at = _mm512_add_epi32(row_at, _mm512_set1_epi32((blk * bs + o) as i32));
         // SAFETY: lane r reads r·rb + blk·bs + o .. + 4 ≤ 15·rb + (blk + 1)·bs
-        // ≤ 16·rb ≤ rows.len() (o + 4 ≤ bs; `wide_in_bounds`), offsets < 2^31.
+        // ≤ 16·rb ≤ rows.len() (o + 4 ≤ bs; `tile_in_bounds`), offsets < 2^31.
         unsafe { _mm512_i32gather_epi32::<1>(at, base.cast()) }
     };
     // The block's first dword: `d`, and (Q4_1) the min `m` above it.
@@ -1173,13 +1153,13 @@ fn tile16_vnni512<F: Format, const N: usize>(
         }
         let qh = if F::IS_Q5_0 { gather(blk, 2) } else { zero };
         // SAFETY: block blk < b0 + nb of each of the sixteen rows lies
-        // inside `rows` (`wide_in_bounds`).
+        // inside `rows` (`tile_in_bounds`).
         let w = unsafe { wide_weights::<F>(base, rb, blk, qh) };
         for j in 0..N {
             if j >= n {
                 break;
             }
-            // SAFETY: j < n and b < nb, and `wide_in_bounds` checked
+            // SAFETY: j < n and b < nb, and `tile_in_bounds` checked
             // t.qs[j].len() ≥ nb·QK and t.sc[j].len() ≥ nb.
             let (y, s) = unsafe {
                 (
