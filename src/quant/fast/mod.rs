@@ -14,7 +14,7 @@
 //! | weights | [`KernelPath::Reference`] | `Portable` | `Auto` | `Avx2` |
 //! |---|---|---|---|---|
 //! | Q4_1, Q5_0, Q8_0 | `dot_row` | blocked, portable | blocked, widest fused build (VNNI, AVX2) or portable | blocked, AVX2 fused build or portable |
-//! | Q4_K, Q5_K, Q6_K | `dot_row` | [`kquant`] row kernel, portable body | row kernel, widest build (AVX-512, AVX2; Q4_K and Q6_K: hand-written in `x86_kquant`, with several input rows four weight rows at a time — on AVX-512 VNNI against up to eight input rows at a time) or portable | row kernel, AVX2 build (Q4_K and Q6_K likewise tiled, one input row at a time) or portable |
+//! | Q4_K, Q5_K, Q6_K | `dot_row` | [`kquant`] row kernel, portable body | row kernel, widest build (AVX-512, AVX2; Q4_K and Q6_K: hand-written in `x86_kquant`, with several input rows four weight rows at a time — on AVX-512 VNNI against up to 32 input rows at a time) or portable | row kernel, AVX2 build (Q4_K and Q6_K likewise tiled, one input row at a time) or portable |
 //! | any other | `dot_row` | `dot_row` | `dot_row` | `dot_row` |
 //!
 //! [`rows_kernel_with`] reports which of them ran ([`RowsRun`], with the rows
@@ -605,14 +605,14 @@ fn kquant_rows(
 }
 
 /// A K-quant tile kernel: [`kquant::TILE`] weight rows against one input
-/// row, or against up to [`ACT_TILE`] (the VNNI build).
+/// row, or against up to [`kquant::WIDE_ACT_TILE`] (the VNNI build).
 /// (Only the x86 builds make one.)
 #[derive(Clone, Copy)]
 #[cfg_attr(not(all(feature = "std", target_arch = "x86_64")), allow(dead_code))]
 enum KTile {
     /// One input row per call (the AVX2 / AVX-512 builds).
     One(kquant::TileFn),
-    /// Up to [`ACT_TILE`] input rows per call.
+    /// Up to [`kquant::WIDE_ACT_TILE`] input rows per call.
     Wide(kquant::MultiTileFn),
 }
 
@@ -660,8 +660,8 @@ fn kquant_tiles(
         };
         let cells = &mut out[done * m..(done + kquant::TILE) * m];
         let mut all_fit = true;
-        for j0 in (0..m).step_by(ACT_TILE) {
-            let cols = j0..(j0 + ACT_TILE).min(m);
+        for j0 in (0..m).step_by(kquant::WIDE_ACT_TILE) {
+            let cols = j0..(j0 + kquant::WIDE_ACT_TILE).min(m);
             let fit = kquant_act_tile(w, r0 + done, x, cols, [w0, w1, w2, w3], t, cells);
             all_fit &= fit.all;
             ran |= fit.any;
@@ -701,7 +701,7 @@ fn kquant_column_by_dot_row(
     }
 }
 
-/// Input rows `cols` (at most [`ACT_TILE`]) against the weight rows `rows`
+/// Input rows `cols` (at most [`kquant::WIDE_ACT_TILE`]) against the weight rows `rows`
 /// (`rw..rw + TILE` of `w`) into the tile's `cells` (TILE, M): the
 /// well-formed input rows through `t`, any other by
 /// [`kquant_column_by_dot_row`].
@@ -722,12 +722,12 @@ fn kquant_act_tile(
         flags: 0,
         h: &[],
         f: &[],
-    }; ACT_TILE];
-    let mut at = [0usize; ACT_TILE];
+    }; kquant::WIDE_ACT_TILE];
+    let mut at = [0usize; kquant::WIDE_ACT_TILE];
     let (mut n, mut all) = (0, true);
     for j in cols {
         match x.row(j) {
-            Ok(a) if kquant_act_fits(w, &a) && n < ACT_TILE => {
+            Ok(a) if kquant_act_fits(w, &a) && n < kquant::WIDE_ACT_TILE => {
                 (acts[n], at[n]) = (a, j);
                 n += 1;
             }
@@ -748,7 +748,7 @@ fn kquant_act_tile(
             }
         }
         KTile::Wide(t) => {
-            let mut accs = [[ExactAcc::default(); ACT_TILE]; kquant::TILE];
+            let mut accs = [[ExactAcc::default(); kquant::WIDE_ACT_TILE]; kquant::TILE];
             t(rows, acts, &mut accs);
             for (k, row) in accs.iter().enumerate() {
                 for (acc, &j) in row.iter().zip(&at[..n]) {

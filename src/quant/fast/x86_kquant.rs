@@ -4,8 +4,9 @@
 //! ([`kquant_builds`]); with several input rows four weight rows at a time
 //! against one input row ([`kquant_tile`]), in AVX2 intrinsics (also
 //! compiled with the AVX-512 features, as `multiversion!` does); and on
-//! AVX-512 VNNI four weight rows against up to [`ACT_TILE`] input rows
-//! ([`kquant_tile_vnni`]: [`q4_k_tile_vnni`], [`q6_k_tile_vnni`]).
+//! AVX-512 VNNI four weight rows against up to [`WIDE_ACT_TILE`] input rows
+//! ([`kquant_tile_vnni`]: [`q4_k_tile_vnni`], [`q6_k_tile_vnni`]), each
+//! weight super-block decoded once for all of them.
 //!
 //! Contract: they compute exactly the `i32` sub-block sums and the `i64`
 //! super-block sums of [`super::kquant`]'s portable bodies, then the same
@@ -65,7 +66,7 @@
 //!   pointers, no uninitialised memory.
 #![allow(unsafe_code)]
 
-use super::{ACT_TILE, kquant};
+use super::kquant::{self, WIDE_ACT_TILE};
 use crate::quant::GgmlType;
 use crate::quant::act::{ActRow, ActScale, FLAG_D_NONFINITE};
 use crate::quant::block::QK_K;
@@ -557,7 +558,7 @@ fn q6_k_tile_avx512_entry(rows: [&[u8]; kquant::TILE], a: &ActRow<'_>) -> [Exact
 }
 
 // ---------------------------------------------------------------------------
-// The AVX-512 VNNI tile: four weight rows × up to `ACT_TILE` input rows.
+// The AVX-512 VNNI tile: four weight rows × up to `WIDE_ACT_TILE` input rows.
 
 /// The VNNI tile kernel for `ty` ([`q4_k_tile_vnni`] or [`q6_k_tile_vnni`])
 /// if this CPU runs it ([`Level::Avx512Vnni`]); `None` for other formats.
@@ -589,7 +590,7 @@ fn q6_k_tile_vnni_entry(rows: [&[u8]; TILE], acts: &[ActRow<'_>], out: &mut Cell
 /// Weight rows of a tile.
 const TILE: usize = kquant::TILE;
 /// A tile's cells, `[weight row][input row]`.
-type Cells = [[ExactAcc; ACT_TILE]; TILE];
+type Cells = [[ExactAcc; WIDE_ACT_TILE]; TILE];
 
 /// The tile's cells before the first super-block: zero, non-finite where
 /// the input row's flags say so (as the row kernels start).
@@ -1052,7 +1053,7 @@ fn q4_k_wide(w: &Q4kWeights, s: [__m512i; 2], ys: &[ActScale; 8], cells: &mut Ce
 }
 
 /// The Q4_K tile: four weight rows (whole 144-byte super-blocks, all the
-/// same length) against up to [`ACT_TILE`] input rows `acts` (each with
+/// same length) against up to [`WIDE_ACT_TILE`] input rows `acts` (each with
 /// its `qs` and `sc` as long as the rows), cell `[r][j]` the same integers
 /// as [`super::kquant`]'s `q4_k_row` of row `r` and input `j`.
 ///
@@ -1064,12 +1065,12 @@ fn q4_k_wide(w: &Q4kWeights, s: [__m512i; 2], ys: &[ActScale; 8], cells: &mut Ce
     enable = "avx2,bmi1,bmi2,lzcnt,avx512f,avx512cd,avx512vl,avx512dq,avx512bw,avx512vnni"
 )]
 fn q4_k_tile_vnni(rows: [&[u8]; TILE], acts: &[ActRow<'_>], cells: &mut Cells) {
-    let acts = &acts[..acts.len().min(ACT_TILE)];
+    let acts = &acts[..acts.len().min(WIDE_ACT_TILE)];
     start_cells(acts, cells);
     let (mut b, mut w) = (0, Q4kWeights::zero());
     while let Some(blks) = weight_supers::<144>(&rows, b) {
         w.decode(blks);
-        let mut pending = [None; ACT_TILE];
+        let mut pending = [None; WIDE_ACT_TILE];
         for ((j, a), p) in acts.iter().enumerate().zip(&mut pending) {
             let Some((yq, ys)) = act_super(a, b) else {
                 continue;
@@ -1283,7 +1284,7 @@ fn q6_k_wide(w: &Q6kWeights, s: [__m512i; 2], ys: &[ActScale; 8], cells: &mut Ce
     enable = "avx2,bmi1,bmi2,lzcnt,avx512f,avx512cd,avx512vl,avx512dq,avx512bw,avx512vnni"
 )]
 fn q6_k_tile_vnni(rows: [&[u8]; TILE], acts: &[ActRow<'_>], cells: &mut Cells) {
-    let acts = &acts[..acts.len().min(ACT_TILE)];
+    let acts = &acts[..acts.len().min(WIDE_ACT_TILE)];
     start_cells(acts, cells);
     let (mut b, mut w) = (0, Q6kWeights::zero());
     while let Some(blks) = weight_supers::<210>(&rows, b) {
