@@ -3,7 +3,7 @@
 //! without a blocked kernel takes) against a hardware-f32 implementation of
 //! llama.cpp's per-block formula (`llama_f32`, generic C path: integer block
 //! sum, `sumf += (dx*dy)*sumi + m*s` / `sumi*(dx*dy)`), single thread,
-//! M = 1 and M = 8. Q4_1 and Q8_0 on SmolLM2-135M shapes, Q5_0 on
+//! M = 1 and M = 8 (Q4_K and Q6_K also M = 32). Q4_1 and Q8_0 on SmolLM2-135M shapes, Q5_0 on
 //! Qwen2.5-0.5B shapes (most of its Q4_K_M file is Q5_0), Q4_K, Q5_K and Q6_K on
 //! the FFN-down shapes of Qwen2.5-0.5B and Gemma 3 270M (the K-quant
 //! formula is written per 32-sub-block against the same 32-blocks of x,
@@ -228,7 +228,12 @@ fn bench(c: &mut Criterion) {
         for &(n_in, n_out) in shapes {
             let w = weights(ty, n_in, n_out, &mut rng);
             let qm = QMatrix::new(ty, n_in, n_out, &w).unwrap();
-            for m in [1usize, 8] {
+            // K-quant prefill: also a whole call of the VNNI tile (32 rows).
+            let ms: &[usize] = match ty {
+                GgmlType::Q4_K | GgmlType::Q6_K => &[1, 8, 32],
+                _ => &[1, 8],
+            };
+            for &m in ms {
                 let x: Vec<f32> = (0..m * n_in).map(|_| rng.unit()).collect();
                 let xs: Vec<F32> = x.iter().map(|v| F32::from_bits(v.to_bits())).collect();
                 let mut arena = Arena::new(&mut arena_buf);

@@ -781,23 +781,20 @@ fn add_mul_shifted(sum: &mut i128, t: i64, m: i32, s: u32) {
 }
 
 /// The four weight rows' sums of each 128-bit lane of their dots `p[r]`:
-/// lane `L` of the result holds `[Σ p0.L, Σ p1.L, Σ p2.L, Σ p3.L]`
-/// (unpacks and adds: each result dword the sum of four dwords).
-#[target_feature(enable = "avx512f")]
+/// lane `L` of the result holds `[Σ p0.L, Σ p1.L, Σ p2.L, Σ p3.L]`, by
+/// two steps of `vpackssdw` (dwords to words) and `vpmaddwd` by ones (adds
+/// each pair of words into a dword): rows 0, 1 and 2, 3 to pair sums, then
+/// those to the lane sums. Precondition (the callers'): every dword of
+/// `p` is below `2^14` in magnitude (Q4_K: `≤ 4·15·127`, Q6_K:
+/// `≤ 4·32·127`; the activations are in `-127..=127`), so that the pair
+/// sums, below `2^15`, are words and neither pack saturates: the sums are
+/// exact, as with dword adds.
+#[target_feature(enable = "avx512f,avx512bw")]
 #[inline]
 fn reduce4(p: [__m512i; 4]) -> __m512i {
-    let t01 = _mm512_add_epi32(
-        _mm512_unpacklo_epi32(p[0], p[1]),
-        _mm512_unpackhi_epi32(p[0], p[1]),
-    );
-    let t23 = _mm512_add_epi32(
-        _mm512_unpacklo_epi32(p[2], p[3]),
-        _mm512_unpackhi_epi32(p[2], p[3]),
-    );
-    _mm512_add_epi32(
-        _mm512_unpacklo_epi64(t01, t23),
-        _mm512_unpackhi_epi64(t01, t23),
-    )
+    let ones = _mm512_set1_epi16(1);
+    let pairs = |a: __m512i, b: __m512i| _mm512_madd_epi16(_mm512_packs_epi32(a, b), ones);
+    pairs(pairs(p[0], p[1]), pairs(p[2], p[3]))
 }
 
 /// Two [`reduce4`] results of 64-byte steps `c` and `c + 1` (128-bit lanes
