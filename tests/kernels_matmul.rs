@@ -16,8 +16,8 @@
 //! last whole group always go through `dot_row`. Q4_K and Q6_K on a SIMD
 //! build with several input rows run whole tiles of [`TILE`] weight rows
 //! through the x86 tile kernel (asserted too: `RowsRun::tiled_rows`; on
-//! `Auto` with AVX-512 VNNI the tile of four weight rows by up to 32
-//! input rows, reported as that build). For the formats without a
+//! `Auto` with AVX-512 VNNI the tile of four weight rows, or four such
+//! tiles, by up to 32 input rows, reported as that build). For the formats without a
 //! blocked kernel the four paths are the same code, so their comparison
 //! here only checks `dot_row` against the batched `matmul`.
 mod support;
@@ -374,9 +374,10 @@ fn kquant_extreme_blocks_agree() {
     for ty in [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K] {
         for kb in [1usize, 3] {
             let n_in = 256 * kb;
-            // Two row ranges of five: a whole tile of weight rows and one
-            // more in each (the tile kernel's and the row kernel's cells).
-            let n_out = 10;
+            // Two row ranges of 21: four tiles of weight rows (the VNNI
+            // kernel's group of tiles), one more tile and one more row in
+            // each (the one-tile kernel's and the row kernel's cells).
+            let n_out = 42;
             let rb = ty.row_bytes(n_in).unwrap();
             let mut wb = vec![0u8; rb * n_out];
             for (r, row) in wb.chunks_mut(rb).enumerate() {
@@ -468,13 +469,15 @@ fn extreme_inputs(m: usize, n_in: usize, spread: i32) -> Vec<F32> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
     /// Q4_K and Q6_K against 2 to 12 or 31 to 37 input rows (one call of
-    /// the VNNI tile, or a whole call of 32 and a partial one), row counts not multiples of four (tail
-    /// rows through the row kernel), model-like or wild scales (spreads
+    /// the VNNI tile, or a whole call of 32 and a partial one), 1 to 14 or
+    /// 16 to 39 weight rows (groups of four tiles and single tiles; counts
+    /// not multiples of four: tail rows through the row kernel), model-like or wild scales (spreads
     /// beyond the limits, zero and non-finite scales): every path agrees
     /// with the reference and runs what it should.
     #[test]
     fn kquant_tiles_agree(seed in any::<u64>(), q6 in any::<bool>(), sb in 1usize..4,
-                          n_out in 1usize..15, m in prop_oneof![2usize..13, 31usize..38],
+                          n_out in prop_oneof![1usize..15, 16usize..40],
+                          m in prop_oneof![2usize..13, 31usize..38],
                           wild in any::<bool>()) {
         let ti = TYPES.iter().position(|&t| t == if q6 { GgmlType::Q6_K } else { GgmlType::Q4_K });
         check(seed, ti.unwrap(), 8 * sb, n_out, m, wild);
