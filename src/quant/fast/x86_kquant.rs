@@ -1245,22 +1245,33 @@ impl Q6kWeights {
     }
 }
 
+/// One input row's super-block `yq` as [`q6_k_dots`] takes it, once for
+/// all the call's tiles: per 64 activations `c`, `[y, −32·Σ y]`, the
+/// latter in every lane over the lane's four activations (`vpdpbusd` of
+/// 32 with the negated activations; `|·| ≤ 4·32·127`).
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+#[inline]
+fn q6_k_act(yq: &[i8; QK_K]) -> [[__m512i; 2]; 4] {
+    let z = _mm512_setzero_si512();
+    let c32 = _mm512_set1_epi8(32);
+    core::array::from_fn(|c| {
+        let y = load64(yq, 64 * c);
+        [y, _mm512_dpbusd_epi32(z, c32, _mm512_sub_epi8(z, y))]
+    })
+}
+
 /// The four rows' scaled sub-block sums `sumi_j` of one input row's
-/// super-block `yq` (as `q6_k_sumi`), in the tile's lane order: per 64
-/// activations `−32·Σ y` in every lane (`vpdpbusd` of 32 with the negated
-/// activations, once for the four rows), then per row `vpdpbusd` of the
-/// values plus 32 (`0..=63`) into it: each lane `Σ q·y` over four
+/// super-block (as `q6_k_sumi`) from its [`q6_k_act`] `ym`, in the tile's
+/// lane order: per 64 activations and per row `vpdpbusd` of the values
+/// plus 32 (`0..=63`) into `−32·Σ y`: each lane `Σ q·y` over four
 /// elements, `|·| ≤ 4·32·127`; [`reduce4`] to the 16-element halves
 /// (`≤ 16·32·127 < 2^16`), times their signed scales (`< 2^23`), and
 /// [`pair_halves`] adds a sub-block's two halves (`< 2^24`).
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 #[inline]
-fn q6_k_dots(w: &Q6kWeights, yq: &[i8; QK_K]) -> [__m512i; 2] {
-    let z = _mm512_setzero_si512();
-    let c32 = _mm512_set1_epi8(32);
+fn q6_k_dots(w: &Q6kWeights, ym: &[[__m512i; 2]; 4]) -> [__m512i; 2] {
     let h: [__m512i; 4] = core::array::from_fn(|c| {
-        let y = load64(yq, 64 * c);
-        let minus = _mm512_dpbusd_epi32(z, c32, _mm512_sub_epi8(z, y));
+        let [y, minus] = ym[c];
         let halves = reduce4(core::array::from_fn(|r| {
             _mm512_dpbusd_epi32(minus, w.q[r][c], y)
         }));
@@ -1311,7 +1322,7 @@ fn q6_k_wide(w: &Q6kWeights, s: [__m512i; 2], ys: &[ActScale; 8], cells: &mut Ce
 }
 
 /// [`q4_k_tile_vnni`] for Q6_K (210-byte super-blocks; [`Q6kWeights`],
-/// [`q6_k_dots`], [`q6_k_sums`], [`q6_k_add`], [`q6_k_wide`]): cell
+/// [`q6_k_act`], [`q6_k_dots`], [`q6_k_sums`], [`q6_k_add`], [`q6_k_wide`]): cell
 /// `[g][r][j]` the same integers as `q6_k_row`'s.
 #[target_feature(
     enable = "avx2,bmi1,bmi2,lzcnt,avx512f,avx512cd,avx512vl,avx512dq,avx512bw,avx512vnni"
@@ -1341,8 +1352,9 @@ fn q6_k_tile_vnni<const G: usize>(
                 continue;
             };
             let act = ActTerms::new(ys);
+            let ym = q6_k_act(yq);
             for (wg, cg) in w.iter().zip(cells.iter_mut()) {
-                let s = q6_k_dots(wg, yq);
+                let s = q6_k_dots(wg, &ym);
                 if act.spread <= kquant::LIM_Q6_K {
                     q6_k_add(wg, &q6_k_sums(&act, s), cg, j);
                 } else {
