@@ -659,32 +659,30 @@ fn kquant_tiles(
     while done + kquant::TILE <= n_rows {
         // Four tiles at a time on a wide kernel while they are all present,
         // else one.
-        let groups = match t {
+        let group = match t {
             KTile::Wide(_) if done + G * kquant::TILE <= n_rows => {
                 kquant_tile_rows::<G>(w, r0 + done)
             }
             _ => None,
         };
-        let one = match groups {
-            Some(_) => None,
-            None => Some(kquant_tile_rows::<1>(w, r0 + done)),
+        let rows = match group {
+            Some(rows) => TileRows::Group(rows),
+            None => match kquant_tile_rows::<1>(w, r0 + done) {
+                Some(rows) => TileRows::One(rows),
+                None => break,
+            },
         };
-        let step = match one {
-            None => G * kquant::TILE,
-            Some(None) => break,
-            Some(Some(_)) => kquant::TILE,
+        let step = match rows {
+            TileRows::Group(_) => G * kquant::TILE,
+            TileRows::One(_) => kquant::TILE,
         };
         let cells = &mut out[done * m..(done + step) * m];
         let mut all_fit = true;
         for j0 in (0..m).step_by(kquant::WIDE_ACT_TILE) {
             let cols = j0..(j0 + kquant::WIDE_ACT_TILE).min(m);
-            let fit = match (groups, one) {
-                (Some(rows), _) => kquant_act_tile(w, r0 + done, x, cols, rows, t, cells),
-                (None, Some(Some(rows))) => kquant_act_tile(w, r0 + done, x, cols, rows, t, cells),
-                _ => TileFit {
-                    all: false,
-                    any: false,
-                },
+            let fit = match rows {
+                TileRows::Group(rows) => kquant_act_tile(w, r0 + done, x, cols, rows, t, cells),
+                TileRows::One(rows) => kquant_act_tile(w, r0 + done, x, cols, rows, t, cells),
             };
             all_fit &= fit.all;
             ran |= fit.any;
@@ -695,6 +693,14 @@ fn kquant_tiles(
         }
     }
     (done, tiled, ran)
+}
+
+/// The weight rows of one [`kquant_tiles`] step: [`kquant::WIDE_GROUPS`]
+/// tiles (a wide kernel) or one.
+#[derive(Clone, Copy)]
+enum TileRows<'w> {
+    Group([[&'w [u8]; kquant::TILE]; kquant::WIDE_GROUPS]),
+    One([[&'w [u8]; kquant::TILE]; 1]),
 }
 
 /// Weight rows `rw..rw + G·TILE` of `w` as `G` tiles, if every one is
