@@ -3,7 +3,7 @@
 //! without a blocked kernel takes) against a hardware-f32 implementation of
 //! llama.cpp's per-block formula (`llama_f32`, generic C path: integer block
 //! sum, `sumf += (dx*dy)*sumi + m*s` / `sumi*(dx*dy)`), single thread,
-//! M = 1 and M = 8. Q4_1 and Q8_0 on SmolLM2-135M shapes, Q5_0 on
+//! M = 1 and M = 8 (Q4_K and Q6_K also M = 32). Q4_1 and Q8_0 on SmolLM2-135M shapes, Q5_0 on
 //! Qwen2.5-0.5B shapes (most of its Q4_K_M file is Q5_0), Q4_K, Q5_K and Q6_K on
 //! the FFN-down shapes of Qwen2.5-0.5B and Gemma 3 270M (the K-quant
 //! formula is written per 32-sub-block against the same 32-blocks of x,

@@ -16,11 +16,11 @@
 //! last whole group always go through `dot_row`. Q4_K and Q6_K on a SIMD
 //! build with several input rows run whole tiles of [`TILE`] weight rows
 //! through the x86 tile kernel (asserted too: `RowsRun::tiled_rows`; on
-//! `Auto` with AVX-512 VNNI the tile of four weight rows by up to eight
-//! input rows, reported as that build). Q4_1, Q5_0 and Q8_0 on `Auto` with AVX-512
-//! VNNI and at least `WIDE_MIN_ROWS` input rows run whole wide groups
-//! (`WIDE_GROUPS` row groups) through the wide kernel (asserted as
-//! `RowsRun::tiled_rows`). For the formats without a
+//! `Auto` with AVX-512 VNNI the tile of four weight rows, or four such
+//! tiles, by up to 32 input rows, reported as that build). Q4_1, Q5_0 and
+//! Q8_0 on `Auto` with AVX-512 VNNI and at least `WIDE_MIN_ROWS` input rows
+//! run whole wide groups (`WIDE_GROUPS` row groups) through the wide kernel
+//! (asserted as `RowsRun::tiled_rows`). For the formats without a
 //! blocked kernel the four paths are the same code, so their comparison
 //! here only checks `dot_row` against the batched `matmul`.
 mod support;
@@ -148,7 +148,7 @@ fn expected_run(ty: GgmlType, path: KernelPath, n_rows: usize, m: usize) -> Rows
     };
     // Q4_K and Q6_K on a SIMD build with several input rows: whole tiles of
     // weight rows through the tile kernel, on `Auto` the VNNI one (four
-    // weight rows by up to eight input rows) where the CPU has it.
+    // weight rows by up to 32 input rows) where the CPU has it.
     let tiled = matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K)
         && build >= Level::Avx2
         && blocked_rows > 0
@@ -422,17 +422,18 @@ fn extreme_spreads_agree() {
 /// widest) or `2^spread` apart, `spread` from 24 to 29 (the widest f16 shifts allow): at, just past and
 /// beyond each format's limit (`LIM_Q6_K` 24, `LIM_Q5_K` 25, `LIM_Q4_K`
 /// 26; the `i64` sum at its largest when seven of eight blocks are the
-/// high ones), else the per-sub-block fallback. One input row, a partial
-/// tile of four and a whole tile of eight plus one (the VNNI tile's
-/// partial last tile). The reference and every path agree.
+/// high ones), else the per-sub-block fallback. One input row, four, nine,
+/// and a whole VNNI tile call of 32 plus one (its partial last call). The
+/// reference and every path agree.
 #[test]
 fn kquant_extreme_blocks_agree() {
     for ty in [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K] {
         for kb in [1usize, 3] {
             let n_in = 256 * kb;
-            // Two row ranges of five: a whole tile of weight rows and one
-            // more in each (the tile kernel's and the row kernel's cells).
-            let n_out = 10;
+            // Two row ranges of 21: four tiles of weight rows (the VNNI
+            // kernel's group of tiles), one more tile and one more row in
+            // each (the one-tile kernel's and the row kernel's cells).
+            let n_out = 42;
             let rb = ty.row_bytes(n_in).unwrap();
             let mut wb = vec![0u8; rb * n_out];
             for (r, row) in wb.chunks_mut(rb).enumerate() {
@@ -454,7 +455,7 @@ fn kquant_extreme_blocks_agree() {
             }
             let w = QMatrix::new(ty, n_in, n_out, &wb).unwrap();
             for spread in 24..=29 {
-                for m in [1usize, 4, 9] {
+                for m in [1usize, 4, 9, 33] {
                     let x = extreme_inputs(m, n_in, spread);
                     let [r, p, s, v2] = paths(&w, &x, m, n_out / 2);
                     let nonzero = |c: &u32| F32::from_bits(*c).is_finite() && *c << 1 != 0;
@@ -523,14 +524,17 @@ fn extreme_inputs(m: usize, n_in: usize, spread: i32) -> Vec<F32> {
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
-    /// Q4_K and Q6_K against 2 to 12 input rows (whole and partial tiles
-    /// of the VNNI tile's eight), row counts not multiples of four (tail
-    /// rows through the row kernel), model-like or wild scales (spreads
+    /// Q4_K and Q6_K against 2 to 12 or 31 to 37 input rows (one call of
+    /// the VNNI tile, or a whole call of 32 and a partial one), 1 to 14 or
+    /// 16 to 39 weight rows (groups of four tiles and single tiles; counts
+    /// not multiples of four: tail rows through the row kernel), model-like or wild scales (spreads
     /// beyond the limits, zero and non-finite scales): every path agrees
     /// with the reference and runs what it should.
     #[test]
     fn kquant_tiles_agree(seed in any::<u64>(), q6 in any::<bool>(), sb in 1usize..4,
-                          n_out in 1usize..15, m in 2usize..13, wild in any::<bool>()) {
+                          n_out in prop_oneof![1usize..15, 16usize..40],
+                          m in prop_oneof![2usize..13, 31usize..38],
+                          wild in any::<bool>()) {
         let ti = TYPES.iter().position(|&t| t == if q6 { GgmlType::Q6_K } else { GgmlType::Q4_K });
         check(seed, ti.unwrap(), 8 * sb, n_out, m, wild);
     }

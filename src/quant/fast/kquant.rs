@@ -45,8 +45,8 @@
 //! sums by AVX2 intrinsics (the auto-vectorized bodies spent most of their
 //! time in one horizontal reduction per sub-block), and `I` and `M` above
 //! in vectors — the same integers, then the same `i128` steps; on AVX-512
-//! VNNI with several input rows, a tile of four weight rows by up to eight
-//! input rows (`MultiTileFn`). That expansion is this file's only `unsafe`
+//! VNNI with several input rows, one or four tiles of four weight rows by
+//! up to 32 input rows (`MultiTileFn`). That expansion is this file's only `unsafe`
 //! (reviewed in [`crate::simd`]), so the file cannot carry
 //! `forbid(unsafe_code)`; the crate's `deny(unsafe_code)` covers the rest.
 
@@ -290,14 +290,27 @@ pub const TILE: usize = 4;
 /// cell the same integers as the row kernel's; the x86 Q4_K and Q6_K builds).
 pub(crate) type TileFn = fn([&[u8]; TILE], &ActRow<'_>) -> [ExactAcc; TILE];
 
-/// A tile kernel over [`TILE`] weight rows (whole super-blocks, all the
-/// same length) against up to [`super::ACT_TILE`] input rows (each with its
-/// `qs` and `sc` as long as the rows): fills cell `[k][j]` of the first
-/// `acts.len()` columns with the same integers as the row kernel's for
-/// weight row `k` and input row `j` (the x86 AVX-512 VNNI Q4_K and Q6_K
-/// builds).
-pub(crate) type MultiTileFn =
-    fn([&[u8]; TILE], &[ActRow<'_>], &mut [[ExactAcc; super::ACT_TILE]; TILE]);
+/// Input rows per call of a [`MultiTileFn`]: the kernel decodes each
+/// weight super-block once per call, so once per this many input rows.
+pub(crate) const WIDE_ACT_TILE: usize = 32;
+
+/// Tiles of [`TILE`] weight rows per call of a [`MultiTileFns`]' second
+/// kernel: each input row's terms are taken once for all of them. (The
+/// call's cells, `WIDE_GROUPS · TILE · WIDE_ACT_TILE` accumulators of 32
+/// bytes, 16 KiB, are on the caller's stack.)
+pub(crate) const WIDE_GROUPS: usize = 4;
+
+/// A tile kernel over `G` tiles of [`TILE`] weight rows (whole
+/// super-blocks, all the same length) against up to [`WIDE_ACT_TILE`]
+/// input rows (each with its `qs` and `sc` as long as the rows): fills
+/// cell `[g][k][j]` of the first `acts.len()` columns with the same
+/// integers as the row kernel's for weight row `k` of tile `g` and input
+/// row `j` (the x86 AVX-512 VNNI Q4_K and Q6_K builds).
+pub(crate) type MultiTileFn<const G: usize> =
+    fn([[&[u8]; TILE]; G], &[ActRow<'_>], &mut [[[ExactAcc; WIDE_ACT_TILE]; TILE]; G]);
+
+/// A format's [`MultiTileFn`] for one tile and for [`WIDE_GROUPS`] tiles.
+pub(crate) type MultiTileFns = (MultiTileFn<1>, MultiTileFn<WIDE_GROUPS>);
 
 /// A row kernel: [`q4_k_row`], [`q5_k_row`] or [`q6_k_row`], one of their builds.
 pub(crate) type RowFn = fn(&[u8], &ActRow<'_>) -> ExactAcc;

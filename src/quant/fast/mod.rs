@@ -14,7 +14,7 @@
 //! | weights | [`KernelPath::Reference`] | `Portable` | `Auto` | `Avx2` |
 //! |---|---|---|---|---|
 //! | Q4_1, Q5_0, Q8_0 | `dot_row` | blocked, portable | blocked, widest fused build (VNNI, AVX2) or portable; on VNNI with at least [`WIDE_MIN_ROWS`] input rows, sixteen weight rows at a time ([`WIDE_GROUPS`] groups) | blocked, AVX2 fused build or portable |
-//! | Q4_K, Q5_K, Q6_K | `dot_row` | [`kquant`] row kernel, portable body | row kernel, widest build (AVX-512, AVX2; Q4_K and Q6_K: hand-written in `x86_kquant`, with several input rows four weight rows at a time — on AVX-512 VNNI against up to eight input rows at a time) or portable | row kernel, AVX2 build (Q4_K and Q6_K likewise tiled, one input row at a time) or portable |
+//! | Q4_K, Q5_K, Q6_K | `dot_row` | [`kquant`] row kernel, portable body | row kernel, widest build (AVX-512, AVX2; Q4_K and Q6_K: hand-written in `x86_kquant`, with several input rows four weight rows at a time — on AVX-512 VNNI sixteen (else four) weight rows against up to 32 input rows at a time) or portable | row kernel, AVX2 build (Q4_K and Q6_K likewise tiled, one input row at a time) or portable |
 //! | any other | `dot_row` | `dot_row` | `dot_row` | `dot_row` |
 //!
 //! [`rows_kernel_with`] reports which of them ran ([`RowsRun`], with the rows
@@ -637,15 +637,16 @@ fn kquant_rows(
 }
 
 /// A K-quant tile kernel: [`kquant::TILE`] weight rows against one input
-/// row, or against up to [`ACT_TILE`] (the VNNI build).
+/// row, or against up to [`kquant::WIDE_ACT_TILE`] (the VNNI build).
 /// (Only the x86 builds make one.)
 #[derive(Clone, Copy)]
 #[cfg_attr(not(all(feature = "std", target_arch = "x86_64")), allow(dead_code))]
 enum KTile {
     /// One input row per call (the AVX2 / AVX-512 builds).
     One(kquant::TileFn),
-    /// Up to [`ACT_TILE`] input rows per call.
-    Wide(kquant::MultiTileFn),
+    /// Up to [`kquant::WIDE_ACT_TILE`] input rows per call, one tile or
+    /// [`kquant::WIDE_GROUPS`] tiles of weight rows.
+    Wide(kquant::MultiTileFns),
 }
 
 /// The tile kernel of `ty` for the row kernel's `build` on `path`, if this
@@ -674,7 +675,8 @@ fn kquant_act_fits(w: &QMatrix<'_>, a: &ActRow<'_>) -> bool {
 /// the tile is present) through the tile kernel `t`, into `out` (rows, M);
 /// returns `(rows done, rows tiled, whether `t` computed a cell)`: a tile
 /// with an input row that is not well-formed sends that row's cells
-/// through [`dot_row`] and counts as not tiled.
+/// through [`dot_row`] and counts as not tiled. A wide kernel takes
+/// [`kquant::WIDE_GROUPS`] tiles at a time while they are all present.
 fn kquant_tiles(
     w: &QMatrix<'_>,
     r0: usize,
@@ -682,28 +684,70 @@ fn kquant_tiles(
     out: &mut [F32],
     t: KTile,
 ) -> (usize, usize, bool) {
+    const G: usize = kquant::WIDE_GROUPS;
     let m = x.rows().max(1);
     let n_rows = out.len() / m;
     let (mut done, mut tiled, mut ran) = (0, 0, false);
     while done + kquant::TILE <= n_rows {
-        let rows: [_; kquant::TILE] = core::array::from_fn(|k| w.row(r0 + done + k));
-        let [Ok(w0), Ok(w1), Ok(w2), Ok(w3)] = rows else {
-            break;
+        // Four tiles at a time on a wide kernel while they are all present,
+        // else one.
+        let group = match t {
+            KTile::Wide(_) if done + G * kquant::TILE <= n_rows => {
+                kquant_tile_rows::<G>(w, r0 + done)
+            }
+            _ => None,
         };
-        let cells = &mut out[done * m..(done + kquant::TILE) * m];
+        let rows = match group {
+            Some(rows) => TileRows::Group(rows),
+            None => match kquant_tile_rows::<1>(w, r0 + done) {
+                Some(rows) => TileRows::One(rows),
+                None => break,
+            },
+        };
+        let step = match rows {
+            TileRows::Group(_) => G * kquant::TILE,
+            TileRows::One(_) => kquant::TILE,
+        };
+        let cells = &mut out[done * m..(done + step) * m];
         let mut all_fit = true;
-        for j0 in (0..m).step_by(ACT_TILE) {
-            let cols = j0..(j0 + ACT_TILE).min(m);
-            let fit = kquant_act_tile(w, r0 + done, x, cols, [w0, w1, w2, w3], t, cells);
+        for j0 in (0..m).step_by(kquant::WIDE_ACT_TILE) {
+            let cols = j0..(j0 + kquant::WIDE_ACT_TILE).min(m);
+            let fit = match rows {
+                TileRows::Group(rows) => kquant_act_tile(w, r0 + done, x, cols, rows, t, cells),
+                TileRows::One(rows) => kquant_act_tile(w, r0 + done, x, cols, rows, t, cells),
+            };
             all_fit &= fit.all;
             ran |= fit.any;
         }
-        done += kquant::TILE;
+        done += step;
         if all_fit {
-            tiled += kquant::TILE;
+            tiled += step;
         }
     }
     (done, tiled, ran)
+}
+
+/// The weight rows of one [`kquant_tiles`] step: [`kquant::WIDE_GROUPS`]
+/// tiles (a wide kernel) or one.
+#[derive(Clone, Copy)]
+enum TileRows<'w> {
+    Group([[&'w [u8]; kquant::TILE]; kquant::WIDE_GROUPS]),
+    One([[&'w [u8]; kquant::TILE]; 1]),
+}
+
+/// Weight rows `rw..rw + G·TILE` of `w` as `G` tiles, if every one is
+/// present.
+fn kquant_tile_rows<'w, const G: usize>(
+    w: &QMatrix<'w>,
+    rw: usize,
+) -> Option<[[&'w [u8]; kquant::TILE]; G]> {
+    let mut rows = [[&[][..]; kquant::TILE]; G];
+    for (g, tile) in rows.iter_mut().enumerate() {
+        for (k, row) in tile.iter_mut().enumerate() {
+            *row = w.row(rw + g * kquant::TILE + k).ok()?;
+        }
+    }
+    Some(rows)
 }
 
 /// Which input rows of a [`kquant_act_tile`] call the tile kernel took.
@@ -733,19 +777,21 @@ fn kquant_column_by_dot_row(
     }
 }
 
-/// Input rows `cols` (at most [`ACT_TILE`]) against the weight rows `rows`
-/// (`rw..rw + TILE` of `w`) into the tile's `cells` (TILE, M): the
-/// well-formed input rows through `t`, any other by
-/// [`kquant_column_by_dot_row`].
-fn kquant_act_tile(
+/// Input rows `cols` (at most [`kquant::WIDE_ACT_TILE`]) against the `G`
+/// tiles of weight rows `rows` (`rw..rw + G·TILE` of `w`; `G` is 1 or
+/// [`kquant::WIDE_GROUPS`], and `t` is a wide kernel if `G` is not 1) into
+/// the cells `cells` (G·TILE, M): the well-formed input rows through `t`,
+/// any other by [`kquant_column_by_dot_row`].
+fn kquant_act_tile<const G: usize>(
     w: &QMatrix<'_>,
     rw: usize,
     x: &QActs<'_>,
     cols: core::ops::Range<usize>,
-    rows: [&[u8]; kquant::TILE],
+    rows: [[&[u8]; kquant::TILE]; G],
     t: KTile,
     cells: &mut [F32],
 ) -> TileFit {
+    const W: usize = kquant::WIDE_ACT_TILE;
     let m = x.rows().max(1);
     let mut acts = [ActRow {
         qs: &[],
@@ -754,37 +800,51 @@ fn kquant_act_tile(
         flags: 0,
         h: &[],
         f: &[],
-    }; ACT_TILE];
-    let mut at = [0usize; ACT_TILE];
+    }; W];
+    let mut at = [0usize; W];
     let (mut n, mut all) = (0, true);
     for j in cols {
         match x.row(j) {
-            Ok(a) if kquant_act_fits(w, &a) && n < ACT_TILE => {
+            Ok(a) if kquant_act_fits(w, &a) && n < W => {
                 (acts[n], at[n]) = (a, j);
                 n += 1;
             }
             _ => {
                 all = false;
-                kquant_column_by_dot_row(w, rw, x, j, m, cells);
+                for g in 0..G {
+                    let rg = g * kquant::TILE;
+                    kquant_column_by_dot_row(w, rw + rg, x, j, m, &mut cells[rg * m..]);
+                }
             }
         }
     }
     let acts = &acts[..n];
+    let mut accs = [[[ExactAcc::default(); W]; kquant::TILE]; G];
     match t {
         _ if n == 0 => {}
         KTile::One(t) => {
-            for (a, &j) in acts.iter().zip(&at) {
-                for (k, acc) in t(rows, a).into_iter().enumerate() {
-                    cells[k * m + j] = acc.finish();
+            for (tile, acc) in rows.iter().zip(&mut accs) {
+                for (j, a) in acts.iter().enumerate() {
+                    for (k, c) in t(*tile, a).into_iter().enumerate() {
+                        acc[k][j] = c;
+                    }
                 }
             }
         }
-        KTile::Wide(t) => {
-            let mut accs = [[ExactAcc::default(); ACT_TILE]; kquant::TILE];
-            t(rows, acts, &mut accs);
-            for (k, row) in accs.iter().enumerate() {
+        KTile::Wide((one, wide)) => {
+            let (r, c) = (rows.as_slice(), accs.as_mut_slice());
+            if let (Ok(r), Ok(c)) = (r.try_into(), <&mut [_; 1]>::try_from(&mut *c)) {
+                one(r, acts, c);
+            } else if let (Ok(r), Ok(c)) = (r.try_into(), c.try_into()) {
+                wide(r, acts, c);
+            }
+        }
+    }
+    if n > 0 {
+        for (g, tile) in accs.iter().enumerate() {
+            for (k, row) in tile.iter().enumerate() {
                 for (acc, &j) in row.iter().zip(&at[..n]) {
-                    cells[k * m + j] = acc.finish();
+                    cells[(g * kquant::TILE + k) * m + j] = acc.finish();
                 }
             }
         }

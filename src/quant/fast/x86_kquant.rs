@@ -4,8 +4,11 @@
 //! ([`kquant_builds`]); with several input rows four weight rows at a time
 //! against one input row ([`kquant_tile`]), in AVX2 intrinsics (also
 //! compiled with the AVX-512 features, as `multiversion!` does); and on
-//! AVX-512 VNNI four weight rows against up to [`ACT_TILE`] input rows
-//! ([`kquant_tile_vnni`]: [`q4_k_tile_vnni`], [`q6_k_tile_vnni`]).
+//! AVX-512 VNNI one or [`WIDE_GROUPS`] tiles of four weight rows against
+//! up to [`WIDE_ACT_TILE`] input rows ([`kquant_tile_vnni`]:
+//! [`q4_k_tile_vnni`], [`q6_k_tile_vnni`]), each weight super-block decoded
+//! once for all of the input rows, each input row's terms taken once for
+//! all of the tiles.
 //!
 //! Contract: they compute exactly the `i32` sub-block sums and the `i64`
 //! super-block sums of [`super::kquant`]'s portable bodies, then the same
@@ -17,13 +20,13 @@
 //!
 //! ## The VNNI tile, and why it is exact
 //!
-//! Per super-block the four weight rows are decoded once for every input
-//! row of the tile: each row's 256 values as four 64-byte vectors laid out
+//! Per super-block each tile's four weight rows are decoded once for every
+//! input row of the call: each row's 256 values as four 64-byte vectors laid out
 //! as the activations are (vector `c`: elements `64c..64c + 64`, sub-blocks
 //! `2c` and `2c + 1`; Q4_K: the nibbles, Q6_K: `q + 32` in `0..=63`), the
 //! scales in the lane order the reduction produces (lane `4(j − 4h) + r` of
 //! vector `h`: sub-block `j`, weight row `r`), and the `f16` scales. Per
-//! input row its terms are taken once for the four rows ([`ActTerms`]:
+//! input row its terms are taken once for all the call's rows ([`ActTerms`]:
 //! `base`, `spread`, `am_j`, `rel_j`, `bsum_j` in that lane order), then per
 //! 64 activations one load and four `vpdpbusd` (one per weight row; each
 //! `i32` lane the sum of four products: Q4_K `≤ 4·15·127`; Q6_K, added to
@@ -65,7 +68,7 @@
 //!   pointers, no uninitialised memory.
 #![allow(unsafe_code)]
 
-use super::{ACT_TILE, kquant};
+use super::kquant::{self, WIDE_ACT_TILE, WIDE_GROUPS};
 use crate::quant::GgmlType;
 use crate::quant::act::{ActRow, ActScale, FLAG_D_NONFINITE};
 use crate::quant::block::QK_K;
@@ -557,23 +560,35 @@ fn q6_k_tile_avx512_entry(rows: [&[u8]; kquant::TILE], a: &ActRow<'_>) -> [Exact
 }
 
 // ---------------------------------------------------------------------------
-// The AVX-512 VNNI tile: four weight rows × up to `ACT_TILE` input rows.
+// The AVX-512 VNNI tile: one or `WIDE_GROUPS` tiles of four weight rows ×
+// up to `WIDE_ACT_TILE` input rows.
 
-/// The VNNI tile kernel for `ty` ([`q4_k_tile_vnni`] or [`q6_k_tile_vnni`])
-/// if this CPU runs it ([`Level::Avx512Vnni`]); `None` for other formats.
-pub(super) fn kquant_tile_vnni(ty: GgmlType) -> Option<kquant::MultiTileFn> {
+/// The VNNI tile kernels for `ty` ([`q4_k_tile_vnni`] or
+/// [`q6_k_tile_vnni`], for one tile and for [`WIDE_GROUPS`]) if this CPU
+/// runs them ([`Level::Avx512Vnni`]); `None` for other formats.
+pub(super) fn kquant_tile_vnni(ty: GgmlType) -> Option<kquant::MultiTileFns> {
     if crate::simd::level() < Level::Avx512Vnni {
         return None;
     }
     match ty {
-        GgmlType::Q4_K => Some(q4_k_tile_vnni_entry),
-        GgmlType::Q6_K => Some(q6_k_tile_vnni_entry),
+        GgmlType::Q4_K => Some((
+            q4_k_tile_vnni_entry::<1>,
+            q4_k_tile_vnni_entry::<WIDE_GROUPS>,
+        )),
+        GgmlType::Q6_K => Some((
+            q6_k_tile_vnni_entry::<1>,
+            q6_k_tile_vnni_entry::<WIDE_GROUPS>,
+        )),
         _ => None,
     }
 }
 
 /// [`kquant::MultiTileFn`] entry of [`q4_k_tile_vnni`].
-fn q4_k_tile_vnni_entry(rows: [&[u8]; TILE], acts: &[ActRow<'_>], out: &mut Cells) {
+fn q4_k_tile_vnni_entry<const G: usize>(
+    rows: [[&[u8]; TILE]; G],
+    acts: &[ActRow<'_>],
+    out: &mut [Cells; G],
+) {
     // SAFETY: only handed out by `kquant_tile_vnni`, after `simd::level()`
     // returned `Avx512Vnni`: AVX2, BMI1, BMI2, LZCNT and AVX-512 F, CD, VL,
     // DQ, BW and VNNI.
@@ -581,7 +596,11 @@ fn q4_k_tile_vnni_entry(rows: [&[u8]; TILE], acts: &[ActRow<'_>], out: &mut Cell
 }
 
 /// [`kquant::MultiTileFn`] entry of [`q6_k_tile_vnni`].
-fn q6_k_tile_vnni_entry(rows: [&[u8]; TILE], acts: &[ActRow<'_>], out: &mut Cells) {
+fn q6_k_tile_vnni_entry<const G: usize>(
+    rows: [[&[u8]; TILE]; G],
+    acts: &[ActRow<'_>],
+    out: &mut [Cells; G],
+) {
     // SAFETY: as in `q4_k_tile_vnni_entry`.
     unsafe { q6_k_tile_vnni(rows, acts, out) }
 }
@@ -589,7 +608,7 @@ fn q6_k_tile_vnni_entry(rows: [&[u8]; TILE], acts: &[ActRow<'_>], out: &mut Cell
 /// Weight rows of a tile.
 const TILE: usize = kquant::TILE;
 /// A tile's cells, `[weight row][input row]`.
-type Cells = [[ExactAcc; ACT_TILE]; TILE];
+type Cells = [[ExactAcc; WIDE_ACT_TILE]; TILE];
 
 /// The tile's cells before the first super-block: zero, non-finite where
 /// the input row's flags say so (as the row kernels start).
@@ -780,23 +799,20 @@ fn add_mul_shifted(sum: &mut i128, t: i64, m: i32, s: u32) {
 }
 
 /// The four weight rows' sums of each 128-bit lane of their dots `p[r]`:
-/// lane `L` of the result holds `[Σ p0.L, Σ p1.L, Σ p2.L, Σ p3.L]`
-/// (unpacks and adds: each result dword the sum of four dwords).
-#[target_feature(enable = "avx512f")]
+/// lane `L` of the result holds `[Σ p0.L, Σ p1.L, Σ p2.L, Σ p3.L]`, by
+/// two steps of `vpackssdw` (dwords to words) and `vpmaddwd` by ones (adds
+/// each pair of words into a dword): rows 0, 1 and 2, 3 to pair sums, then
+/// those to the lane sums. Precondition (the callers'): every dword of
+/// `p` is below `2^14` in magnitude (Q4_K: `≤ 4·15·127`, Q6_K:
+/// `≤ 4·32·127`; the activations are in `-127..=127`), so that the pair
+/// sums, below `2^15`, are words and neither pack saturates: the sums are
+/// exact, as with dword adds.
+#[target_feature(enable = "avx512f,avx512bw")]
 #[inline]
 fn reduce4(p: [__m512i; 4]) -> __m512i {
-    let t01 = _mm512_add_epi32(
-        _mm512_unpacklo_epi32(p[0], p[1]),
-        _mm512_unpackhi_epi32(p[0], p[1]),
-    );
-    let t23 = _mm512_add_epi32(
-        _mm512_unpacklo_epi32(p[2], p[3]),
-        _mm512_unpackhi_epi32(p[2], p[3]),
-    );
-    _mm512_add_epi32(
-        _mm512_unpacklo_epi64(t01, t23),
-        _mm512_unpackhi_epi64(t01, t23),
-    )
+    let ones = _mm512_set1_epi16(1);
+    let pairs = |a: __m512i, b: __m512i| _mm512_madd_epi16(_mm512_packs_epi32(a, b), ones);
+    pairs(pairs(p[0], p[1]), pairs(p[2], p[3]))
 }
 
 /// Two [`reduce4`] results of 64-byte steps `c` and `c + 1` (128-bit lanes
@@ -1051,40 +1067,58 @@ fn q4_k_wide(w: &Q4kWeights, s: [__m512i; 2], ys: &[ActScale; 8], cells: &mut Ce
     }
 }
 
-/// The Q4_K tile: four weight rows (whole 144-byte super-blocks, all the
-/// same length) against up to [`ACT_TILE`] input rows `acts` (each with
-/// its `qs` and `sc` as long as the rows), cell `[r][j]` the same integers
-/// as [`super::kquant`]'s `q4_k_row` of row `r` and input `j`.
+/// The Q4_K tile: `G` tiles of four weight rows (whole 144-byte
+/// super-blocks, all the same length) against up to [`WIDE_ACT_TILE`]
+/// input rows `acts` (each with its `qs` and `sc` as long as the rows),
+/// cell `[g][r][j]` the same integers as [`super::kquant`]'s `q4_k_row` of
+/// row `r` of tile `g` and input `j`.
 ///
 /// Per super-block the weight rows are decoded once ([`Q4kWeights`]); per
-/// input row its terms are taken once ([`ActTerms`]), its dots with all
-/// four rows reduced together ([`q4_k_dots`]) and scaled exactly
-/// ([`q4_k_sums`], [`q4_k_add`]; beyond the limit [`q4_k_wide`]).
+/// input row its terms are taken once for the `G` tiles ([`ActTerms`]),
+/// its dots with each tile's four rows reduced together ([`q4_k_dots`])
+/// and scaled exactly ([`q4_k_sums`], [`q4_k_add`]; beyond the limit
+/// [`q4_k_wide`]).
 #[target_feature(
     enable = "avx2,bmi1,bmi2,lzcnt,avx512f,avx512cd,avx512vl,avx512dq,avx512bw,avx512vnni"
 )]
-fn q4_k_tile_vnni(rows: [&[u8]; TILE], acts: &[ActRow<'_>], cells: &mut Cells) {
-    let acts = &acts[..acts.len().min(ACT_TILE)];
-    start_cells(acts, cells);
-    let (mut b, mut w) = (0, Q4kWeights::zero());
-    while let Some(blks) = weight_supers::<144>(&rows, b) {
-        w.decode(blks);
-        let mut pending = [None; ACT_TILE];
-        for ((j, a), p) in acts.iter().enumerate().zip(&mut pending) {
+fn q4_k_tile_vnni<const G: usize>(
+    rows: [[&[u8]; TILE]; G],
+    acts: &[ActRow<'_>],
+    cells: &mut [Cells; G],
+) {
+    let acts = &acts[..acts.len().min(WIDE_ACT_TILE)];
+    for c in cells.iter_mut() {
+        start_cells(acts, c);
+    }
+    let mut b = 0;
+    let mut w: [Q4kWeights; G] = core::array::from_fn(|_| Q4kWeights::zero());
+    'supers: loop {
+        for (wg, rows) in w.iter_mut().zip(&rows) {
+            let Some(blks) = weight_supers::<144>(rows, b) else {
+                break 'supers;
+            };
+            wg.decode(blks);
+        }
+        let mut pending = [[None; WIDE_ACT_TILE]; G];
+        for (j, a) in acts.iter().enumerate() {
             let Some((yq, ys)) = act_super(a, b) else {
                 continue;
             };
             let act = ActTerms::new(ys);
-            let s = q4_k_dots(&w, yq);
-            if act.spread <= kquant::LIM_Q4_K {
-                *p = Some(q4_k_sums(&w, &act, s));
-            } else {
-                q4_k_wide(&w, s, ys, cells, j);
+            for ((wg, cg), pg) in w.iter().zip(cells.iter_mut()).zip(&mut pending) {
+                let s = q4_k_dots(wg, yq);
+                if act.spread <= kquant::LIM_Q4_K {
+                    pg[j] = Some(q4_k_sums(wg, &act, s));
+                } else {
+                    q4_k_wide(wg, s, ys, cg, j);
+                }
             }
         }
-        for (j, p) in pending.iter().enumerate() {
-            if let Some(p) = p {
-                q4_k_add(&w, p, cells, j);
+        for ((wg, cg), pg) in w.iter().zip(cells.iter_mut()).zip(&pending) {
+            for (j, p) in pg.iter().enumerate() {
+                if let Some(p) = p {
+                    q4_k_add(wg, p, cg, j);
+                }
             }
         }
         b += 1;
@@ -1211,22 +1245,33 @@ impl Q6kWeights {
     }
 }
 
+/// One input row's super-block `yq` as [`q6_k_dots`] takes it, once for
+/// all the call's tiles: per 64 activations `c`, `[y, −32·Σ y]`, the
+/// latter in every lane over the lane's four activations (`vpdpbusd` of
+/// 32 with the negated activations; `|·| ≤ 4·32·127`).
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+#[inline]
+fn q6_k_act(yq: &[i8; QK_K]) -> [[__m512i; 2]; 4] {
+    let z = _mm512_setzero_si512();
+    let c32 = _mm512_set1_epi8(32);
+    core::array::from_fn(|c| {
+        let y = load64(yq, 64 * c);
+        [y, _mm512_dpbusd_epi32(z, c32, _mm512_sub_epi8(z, y))]
+    })
+}
+
 /// The four rows' scaled sub-block sums `sumi_j` of one input row's
-/// super-block `yq` (as `q6_k_sumi`), in the tile's lane order: per 64
-/// activations `−32·Σ y` in every lane (`vpdpbusd` of 32 with the negated
-/// activations, once for the four rows), then per row `vpdpbusd` of the
-/// values plus 32 (`0..=63`) into it: each lane `Σ q·y` over four
+/// super-block (as `q6_k_sumi`) from its [`q6_k_act`] `ym`, in the tile's
+/// lane order: per 64 activations and per row `vpdpbusd` of the values
+/// plus 32 (`0..=63`) into `−32·Σ y`: each lane `Σ q·y` over four
 /// elements, `|·| ≤ 4·32·127`; [`reduce4`] to the 16-element halves
 /// (`≤ 16·32·127 < 2^16`), times their signed scales (`< 2^23`), and
 /// [`pair_halves`] adds a sub-block's two halves (`< 2^24`).
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 #[inline]
-fn q6_k_dots(w: &Q6kWeights, yq: &[i8; QK_K]) -> [__m512i; 2] {
-    let z = _mm512_setzero_si512();
-    let c32 = _mm512_set1_epi8(32);
+fn q6_k_dots(w: &Q6kWeights, ym: &[[__m512i; 2]; 4]) -> [__m512i; 2] {
     let h: [__m512i; 4] = core::array::from_fn(|c| {
-        let y = load64(yq, 64 * c);
-        let minus = _mm512_dpbusd_epi32(z, c32, _mm512_sub_epi8(z, y));
+        let [y, minus] = ym[c];
         let halves = reduce4(core::array::from_fn(|r| {
             _mm512_dpbusd_epi32(minus, w.q[r][c], y)
         }));
@@ -1277,17 +1322,29 @@ fn q6_k_wide(w: &Q6kWeights, s: [__m512i; 2], ys: &[ActScale; 8], cells: &mut Ce
 }
 
 /// [`q4_k_tile_vnni`] for Q6_K (210-byte super-blocks; [`Q6kWeights`],
-/// [`q6_k_dots`], [`q6_k_sums`], [`q6_k_add`], [`q6_k_wide`]): cell `[r][j]` the same integers as
-/// `q6_k_row`'s.
+/// [`q6_k_act`], [`q6_k_dots`], [`q6_k_sums`], [`q6_k_add`], [`q6_k_wide`]): cell
+/// `[g][r][j]` the same integers as `q6_k_row`'s.
 #[target_feature(
     enable = "avx2,bmi1,bmi2,lzcnt,avx512f,avx512cd,avx512vl,avx512dq,avx512bw,avx512vnni"
 )]
-fn q6_k_tile_vnni(rows: [&[u8]; TILE], acts: &[ActRow<'_>], cells: &mut Cells) {
-    let acts = &acts[..acts.len().min(ACT_TILE)];
-    start_cells(acts, cells);
-    let (mut b, mut w) = (0, Q6kWeights::zero());
-    while let Some(blks) = weight_supers::<210>(&rows, b) {
-        w.decode(blks);
+fn q6_k_tile_vnni<const G: usize>(
+    rows: [[&[u8]; TILE]; G],
+    acts: &[ActRow<'_>],
+    cells: &mut [Cells; G],
+) {
+    let acts = &acts[..acts.len().min(WIDE_ACT_TILE)];
+    for c in cells.iter_mut() {
+        start_cells(acts, c);
+    }
+    let mut b = 0;
+    let mut w: [Q6kWeights; G] = core::array::from_fn(|_| Q6kWeights::zero());
+    'supers: loop {
+        for (wg, rows) in w.iter_mut().zip(&rows) {
+            let Some(blks) = weight_supers::<210>(rows, b) else {
+                break 'supers;
+            };
+            wg.decode(blks);
+        }
         // (Unlike Q4_K's, its one `i128` step per cell measured no faster
         // deferred after the tile's vector work.)
         for (j, a) in acts.iter().enumerate() {
@@ -1295,11 +1352,14 @@ fn q6_k_tile_vnni(rows: [&[u8]; TILE], acts: &[ActRow<'_>], cells: &mut Cells) {
                 continue;
             };
             let act = ActTerms::new(ys);
-            let s = q6_k_dots(&w, yq);
-            if act.spread <= kquant::LIM_Q6_K {
-                q6_k_add(&w, &q6_k_sums(&act, s), cells, j);
-            } else {
-                q6_k_wide(&w, s, ys, cells, j);
+            let ym = q6_k_act(yq);
+            for (wg, cg) in w.iter().zip(cells.iter_mut()) {
+                let s = q6_k_dots(wg, &ym);
+                if act.spread <= kquant::LIM_Q6_K {
+                    q6_k_add(wg, &q6_k_sums(&act, s), cg, j);
+                } else {
+                    q6_k_wide(wg, s, ys, cg, j);
+                }
             }
         }
         b += 1;
