@@ -1098,137 +1098,228 @@ fn tile16_vnni512<F: Format, const N: usize>(
         // ≤ 16·rb ≤ rows.len() (o + 4 ≤ bs; `tile_in_bounds`), offsets < 2^31.
         unsafe { _mm512_i32gather_epi32::<1>(at, base.cast()) }
     };
-    // The block's first dword: `d`, and (Q4_1) the min `m` above it.
-    let d_of = |head: __m512i| _mm512_and_si512(head, _mm512_set1_epi32(0xFFFF));
-    let m_of = |head: __m512i| _mm512_srli_epi32::<16>(head);
+    let mut chunk = WideChunk::start::<F>(gather(b0, 0));
     let zero = _mm512_setzero_si512();
-    let guess = |h: __m512i, margin: i32| {
-        let (_, rel0, _) = f16_rel16(h, zero);
-        _mm512_max_epi32(
-            _mm512_sub_epi32(rel0, _mm512_set1_epi32(margin)),
-            _mm512_set1_epi32(1),
-        )
-    };
-    let head0 = gather(b0, 0);
-    let base1 = guess(d_of(head0), MARGIN_D);
-    let base1_m = if F::IS_Q4_1 {
-        guess(m_of(head0), MARGIN_M)
-    } else {
-        zero
-    };
-    let (mut hi, mut hi_m, mut bad) = (zero, zero, 0 as __mmask16);
-    let mut acc_even = [zero; N];
-    let mut acc_odd = [zero; N];
-    let mut acc_m_even = [zero; N];
-    let mut acc_m_odd = [zero; N];
-    let low_dwords = _mm512_set1_epi64(0xFFFF_FFFF);
+    let mut acc = [WideAcc {
+        d: [zero; 2],
+        m: [zero; 2],
+    }; N];
     for b in 0..nb {
         let blk = b0 + b;
-        let head = gather(blk, 0);
-        let (wm, wrel, wbad) = f16_rel16(d_of(head), base1);
-        bad |= wbad;
-        hi = _mm512_max_epu32(hi, wrel);
-        let (mm, mrel) = if F::IS_Q4_1 {
-            let (mm, mrel, mbad) = f16_rel16(m_of(head), base1_m);
-            bad |= mbad;
-            hi_m = _mm512_max_epu32(hi_m, mrel);
-            (mm, mrel)
-        } else {
-            (zero, zero)
-        };
-        let (mrel_even, mrel_odd) = (
-            _mm512_and_si512(mrel, low_dwords),
-            _mm512_srli_epi64::<32>(mrel),
-        );
-        let (wm_odd, wrel_even, wrel_odd) = (
-            _mm512_srli_epi64::<32>(wm),
-            _mm512_and_si512(wrel, low_dwords),
-            _mm512_srli_epi64::<32>(wrel),
-        );
         // Prefetch each row's block four ahead (may point past the chunk:
         // a prefetch never faults).
         for r in 0..WIDE_ROWS {
             let ahead = base.wrapping_add(r * rb + (blk + 4) * bs);
             _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
         }
+        let scales = chunk.block::<F>(gather(blk, 0));
         let qh = if F::IS_Q5_0 { gather(blk, 2) } else { zero };
         // SAFETY: block blk < b0 + nb of each of the sixteen rows lies
         // inside `rows` (`tile_in_bounds`).
         let w = unsafe { wide_weights::<F>(base, rb, blk, qh) };
-        for j in 0..N {
-            if j >= n {
-                break;
-            }
+        for (j, acc) in acc.iter_mut().enumerate().take(n) {
             // SAFETY: j < n and b < nb, and `tile_in_bounds` checked
             // t.qs[j].len() ≥ nb·QK and t.sc[j].len() ≥ nb.
             let (y, s) = unsafe {
                 (
-                    t.qs[j].as_ptr().add(b * QK).cast::<i32>(),
+                    &*t.qs[j].as_ptr().add(b * QK).cast::<[i8; QK]>(),
                     t.sc[j].get_unchecked(b),
                 )
             };
-            let mut dot = zero;
-            for (k, &ws) in w.iter().enumerate() {
-                // SAFETY: 4k + 4 ≤ 32 bytes of the block's activations.
-                let yk = unsafe { y.add(k).read_unaligned() };
-                dot = _mm512_dpbusd_epi32(dot, ws, _mm512_set1_epi32(yk));
-            }
-            let sumi = match wide_bias_shift::<F>() {
-                Some(k) => _mm512_sub_epi32(dot, _mm512_set1_epi32(s.bsum << k)),
-                None => dot,
-            };
-            let u = _mm512_mullo_epi32(sumi, _mm512_set1_epi32(s.dm));
-            let arel = _mm512_set1_epi64(s.drel as i64);
-            let even = _mm512_mul_epi32(u, wm);
-            let odd = _mm512_mul_epi32(_mm512_srli_epi64::<32>(u), wm_odd);
-            let even = _mm512_sllv_epi64(even, _mm512_add_epi64(wrel_even, arel));
-            let odd = _mm512_sllv_epi64(odd, _mm512_add_epi64(wrel_odd, arel));
-            acc_even[j] = _mm512_add_epi64(acc_even[j], even);
-            acc_odd[j] = _mm512_add_epi64(acc_odd[j], odd);
-            if F::IS_Q4_1 {
-                // `mm·sm` (`< 2^22`) sign-extended to the lanes' halves.
-                let um = _mm512_mullo_epi32(mm, _mm512_set1_epi32(s.sm));
-                let srel = _mm512_set1_epi64(s.srel as i64);
-                let even = _mm512_srai_epi64::<32>(_mm512_slli_epi64::<32>(um));
-                let odd = _mm512_srai_epi64::<32>(um);
-                let even = _mm512_sllv_epi64(even, _mm512_add_epi64(mrel_even, srel));
-                let odd = _mm512_sllv_epi64(odd, _mm512_add_epi64(mrel_odd, srel));
-                acc_m_even[j] = _mm512_add_epi64(acc_m_even[j], even);
-                acc_m_odd[j] = _mm512_add_epi64(acc_m_odd[j], odd);
-            }
+            acc.add_block::<F>(&w, &scales, y, s);
         }
     }
-    let (hi, base1) = (to_u32x16(hi), to_u32x16(base1));
-    let (hi_m, base1_m) = (to_u32x16(hi_m), to_u32x16(base1_m));
-    for j in 0..n {
-        let (even, odd) = (to_i64x8(acc_even[j]), to_i64x8(acc_odd[j]));
-        let (m_even, m_odd) = (to_i64x8(acc_m_even[j]), to_i64x8(acc_m_odd[j]));
-        let ch = &t.ch[j];
+    for (j, acc) in acc.iter().enumerate().take(n) {
+        chunk.results::<F, N>(acc, &t.ch[j], j, &mut res);
+    }
+    res
+}
+
+/// One block's scales of the sixteen weight rows, in lanes: `d`'s
+/// mantissas and shifts relative to the guessed base, the odd rows' moved
+/// to the low halves of the 64-bit lanes (for `vpmuldq` and `vpsllvq`);
+/// likewise Q4_1's min `m`.
+#[derive(Clone, Copy)]
+struct WideScales {
+    wm: __m512i,
+    wm_odd: __m512i,
+    wrel: [__m512i; 2],
+    mm: __m512i,
+    mrel: [__m512i; 2],
+}
+
+/// The chunk's state of the shift checks: the guessed bases (plus one) of
+/// `d` and `m` per row, the largest relative shift seen per row, and the
+/// rows with a non-finite scale.
+struct WideChunk {
+    base1: __m512i,
+    base1_m: __m512i,
+    hi: __m512i,
+    hi_m: __m512i,
+    bad: __mmask16,
+}
+
+impl WideChunk {
+    /// The bases guessed from the chunk's first block (its first dword per
+    /// row, `head`: `d`, and Q4_1's `m` above it), as [`tile_vnni512`]
+    /// guesses them.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn start<F: Format>(head: __m512i) -> Self {
+        let zero = _mm512_setzero_si512();
+        let guess = |h: __m512i, margin: i32| {
+            let (_, rel0, _) = f16_rel16(h, zero);
+            _mm512_max_epi32(
+                _mm512_sub_epi32(rel0, _mm512_set1_epi32(margin)),
+                _mm512_set1_epi32(1),
+            )
+        };
+        WideChunk {
+            base1: guess(wide_d(head), MARGIN_D),
+            base1_m: if F::IS_Q4_1 {
+                guess(wide_m(head), MARGIN_M)
+            } else {
+                zero
+            },
+            hi: zero,
+            hi_m: zero,
+            bad: 0,
+        }
+    }
+
+    /// One block's scales from its first dword per row, `head`, noting their
+    /// largest relative shifts and non-finite rows.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn block<F: Format>(&mut self, head: __m512i) -> WideScales {
+        let zero = _mm512_setzero_si512();
+        let (wm, wrel, bad) = f16_rel16(wide_d(head), self.base1);
+        self.bad |= bad;
+        self.hi = _mm512_max_epu32(self.hi, wrel);
+        let (mm, mrel) = if F::IS_Q4_1 {
+            let (mm, mrel, bad) = f16_rel16(wide_m(head), self.base1_m);
+            self.bad |= bad;
+            self.hi_m = _mm512_max_epu32(self.hi_m, mrel);
+            (mm, mrel)
+        } else {
+            (zero, zero)
+        };
+        let low_dwords = _mm512_set1_epi64(0xFFFF_FFFF);
+        let halves = |v: __m512i| [_mm512_and_si512(v, low_dwords), _mm512_srli_epi64::<32>(v)];
+        WideScales {
+            wm,
+            wm_odd: _mm512_srli_epi64::<32>(wm),
+            wrel: halves(wrel),
+            mm,
+            mrel: halves(mrel),
+        }
+    }
+
+    /// Input row `j`'s [`ChunkSums`] for each of the four groups, from its
+    /// sums `acc` and chunk ranges `ch`.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn results<F: Format, const N: usize>(
+        &self,
+        acc: &WideAcc,
+        ch: &ChunkScale,
+        j: usize,
+        res: &mut [[ChunkSums; N]; WIDE_GROUPS],
+    ) {
+        let (hi, base1) = (to_u32x16(self.hi), to_u32x16(self.base1));
+        let (hi_m, base1_m) = (to_u32x16(self.hi_m), to_u32x16(self.base1_m));
+        let d = acc.d.map(|v| to_i64x8(v));
+        let m = acc.m.map(|v| to_i64x8(v));
+        let lane = |v: &[[i64; 8]; 2], row: usize| v[row % 2][row / 2];
         let d_fits = |row: usize| ch.dspread <= F::LIM_D && hi[row] <= F::LIM_D - ch.dspread;
         let m_fits = |row: usize| {
             !F::IS_Q4_1 || (ch.sspread <= LIM_Q4_1_M && hi_m[row] <= LIM_Q4_1_M - ch.sspread)
-        };
-        let lane = |e: &[i64; 8], o: &[i64; 8], row: usize| {
-            if row.is_multiple_of(2) {
-                e[row / 2]
-            } else {
-                o[row / 2]
-            }
         };
         for (g, sums) in res.iter_mut().enumerate() {
             let r = &mut sums[j];
             let rows = g * ROW_GROUP..(g + 1) * ROW_GROUP;
             r.fits_i64 = rows.clone().all(|row| d_fits(row) && m_fits(row));
             for (i, row) in rows.enumerate() {
-                r.d_sum[i] = lane(&even, &odd, row);
+                r.d_sum[i] = lane(&d, row);
                 r.d_base[i] = base1[row] - 1 + ch.dbase;
-                r.m_sum[i] = lane(&m_even, &m_odd, row);
+                r.m_sum[i] = lane(&m, row);
                 r.m_base[i] = base1_m[row].wrapping_sub(1).wrapping_add(ch.sbase);
-                r.nonfinite[i] = (bad >> row) & 1 != 0;
+                r.nonfinite[i] = (self.bad >> row) & 1 != 0;
             }
         }
     }
-    res
+}
+
+/// The `d` of each row from its block's first dword.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn wide_d(head: __m512i) -> __m512i {
+    _mm512_and_si512(head, _mm512_set1_epi32(0xFFFF))
+}
+
+/// Q4_1's min `m` of each row from its block's first dword.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn wide_m(head: __m512i) -> __m512i {
+    _mm512_srli_epi32::<16>(head)
+}
+
+/// One input row's chunk sums over the sixteen weight rows: the `d` terms
+/// and (Q4_1) the `m` terms, even rows' in `[0]`, odd rows' in `[1]`, one
+/// `i64` lane per row pair.
+#[derive(Clone, Copy)]
+struct WideAcc {
+    d: [__m512i; 2],
+    m: [__m512i; 2],
+}
+
+impl WideAcc {
+    /// Adds one block: the sixteen rows' byte dots with the activations
+    /// `y` (eight `vpdpbusd`), the bias taken off, times the
+    /// activation mantissa in `i32`, times the weight mantissas in `i64`,
+    /// shifted by `wrel + arel`; Q4_1's `mm·sm << (mrel + srel)` likewise.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    #[inline]
+    fn add_block<F: Format>(
+        &mut self,
+        w: &[__m512i; 8],
+        sc: &WideScales,
+        y: &[i8; QK],
+        s: &ActScale,
+    ) {
+        let zero = _mm512_setzero_si512();
+        let mut dot = zero;
+        for (k, &ws) in w.iter().enumerate() {
+            // SAFETY: 4k + 4 ≤ 32 = y.len().
+            let yk = unsafe { y.as_ptr().add(4 * k).cast::<i32>().read_unaligned() };
+            dot = _mm512_dpbusd_epi32(dot, ws, _mm512_set1_epi32(yk));
+        }
+        let sumi = match wide_bias_shift::<F>() {
+            Some(k) => _mm512_sub_epi32(dot, _mm512_set1_epi32(s.bsum << k)),
+            None => dot,
+        };
+        let u = _mm512_mullo_epi32(sumi, _mm512_set1_epi32(s.dm));
+        let arel = _mm512_set1_epi64(s.drel as i64);
+        let terms = [
+            _mm512_mul_epi32(u, sc.wm),
+            _mm512_mul_epi32(_mm512_srli_epi64::<32>(u), sc.wm_odd),
+        ];
+        for ((acc, t), rel) in self.d.iter_mut().zip(terms).zip(sc.wrel) {
+            *acc = _mm512_add_epi64(*acc, _mm512_sllv_epi64(t, _mm512_add_epi64(rel, arel)));
+        }
+        if F::IS_Q4_1 {
+            // `mm·sm` (`< 2^22`) sign-extended to the lanes' halves.
+            let um = _mm512_mullo_epi32(sc.mm, _mm512_set1_epi32(s.sm));
+            let srel = _mm512_set1_epi64(s.srel as i64);
+            let terms = [
+                _mm512_srai_epi64::<32>(_mm512_slli_epi64::<32>(um)),
+                _mm512_srai_epi64::<32>(um),
+            ];
+            for ((acc, t), rel) in self.m.iter_mut().zip(terms).zip(sc.mrel) {
+                *acc = _mm512_add_epi64(*acc, _mm512_sllv_epi64(t, _mm512_add_epi64(rel, srel)));
+            }
+        }
+    }
 }
 
 #[target_feature(enable = "avx512f")]
