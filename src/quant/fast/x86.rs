@@ -713,19 +713,7 @@ fn tile_vnni512<F: Format, const N: usize>(
     let z = _mm512_setzero_si512();
     let mut acc_d = [z; N];
     let mut acc_m = [z; N];
-    let mask = _mm512_set1_epi8(0x0F);
-    let c16 = _mm512_set1_epi8(16);
-    // 64-bit shift counts: qwords 2, 3, 6, 7 (the high nibbles' 128-bit lanes) by 4.
-    let nib_shift = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
-    let dup_lanes = _mm512_setr_epi64(0, 1, 0, 1, 2, 3, 2, 3);
     let six = _mm512_set1_epi64(63);
-    let idx_sum = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 8, 8, 9, 9, 10, 10, 11, 11);
-    let idx_dm = halves_of(dw(core::mem::offset_of!(ActScale, dm)));
-    let idx_sm = halves_of(dw(core::mem::offset_of!(ActScale, sm)));
-    let idx_drel = halves_of(dw(core::mem::offset_of!(ActScale, drel)));
-    let idx_srel = halves_of(dw(core::mem::offset_of!(ActScale, srel)));
-    // Even dwords only: the shift counts' high halves zero.
-    let even: __mmask16 = 0x5555;
     for b in (0..nb).step_by(2) {
         let two = b + 1 < nb;
         let blk = b0 + b;
@@ -747,7 +735,6 @@ fn tile_vnni512<F: Format, const N: usize>(
         let wrd = _mm512_and_si512(wr, six);
         let wmm = _mm512_srli_epi64::<32>(wm);
         let wrm = _mm512_and_si512(_mm512_srli_epi64::<32>(wr), six);
-        let at = |r: usize, k: usize, o: usize| r * rb + (blk + k) * bs + o;
         // Prefetch the next group's share of these two blocks (as in
         // `fused_avx2`, one block's share at a time).
         for k in 0..2 {
@@ -756,62 +743,9 @@ fn tile_vnni512<F: Format, const N: usize>(
                 _mm_prefetch::<_MM_HINT_T0>(base_ptr.wrapping_add(next + o).cast());
             }
         }
-        // 16 bytes at `at(r, k, o)`, zero for the missing second block.
-        let ld16 = |r: usize, k: usize, o: usize| {
-            if k == 0 || two {
-                // SAFETY: at(r, k, o) + 16 ≤ at(r, k, bs) ≤ 4·rb ≤ group.len()
-                // (o + 16 ≤ bs for Q4_1 and Q5_0; block blk + k < b0 + nb).
-                unsafe { _mm_loadu_si128(base_ptr.add(at(r, k, o)).cast()) }
-            } else {
-                _mm_setzero_si128()
-            }
-        };
-        // The 16 nibble bytes of both blocks: low nibbles then high ones of b,
-        // then of b + 1.
-        let nibbles = |r: usize, o: usize| {
-            let q =
-                _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(ld16(r, 0, o)), ld16(r, 1, o));
-            let q = _mm512_permutexvar_epi64(dup_lanes, _mm512_castsi256_si512(q));
-            _mm512_and_si512(_mm512_srlv_epi64(q, nib_shift), mask)
-        };
-        // Per row: unsigned bytes and the mask of bytes whose activation is
-        // negated.
-        let (w, neg): ([__m512i; 4], [__mmask64; 4]) = if F::IS_Q4_1 {
-            (core::array::from_fn(|r| nibbles(r, 4)), [0; 4])
-        } else if F::IS_Q5_0 {
-            let qh = |r: usize, k: usize| {
-                if k == 0 || two {
-                    // SAFETY: at(r, k, 2) + 4 ≤ at(r, k, bs) ≤ 4·rb ≤ group.len().
-                    unsafe { base_ptr.add(at(r, k, 2)).cast::<u32>().read_unaligned() as u64 }
-                } else {
-                    0
-                }
-            };
-            let neg: [__mmask64; 4] = core::array::from_fn(|r| !(qh(r, 0) | (qh(r, 1) << 32)));
-            let w = core::array::from_fn(|r| {
-                let nib = nibbles(r, 6);
-                // Set bit: q - 16 = nibble; clear: -(16 - nibble).
-                _mm512_mask_sub_epi8(nib, neg[r], c16, nib)
-            });
-            (w, neg)
-        } else {
-            let x: [__m512i; 4] = core::array::from_fn(|r| {
-                // SAFETY: at(r, k, 2) + 32 = at(r, k, bs) ≤ 4·rb ≤ group.len()
-                // for k = 0 and, if `two`, k = 1.
-                let lo = unsafe { _mm256_loadu_si256(base_ptr.add(at(r, 0, 2)).cast()) };
-                let up = if two {
-                    // SAFETY: as above.
-                    unsafe { _mm256_loadu_si256(base_ptr.add(at(r, 1, 2)).cast()) }
-                } else {
-                    zero
-                };
-                _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), up)
-            });
-            (
-                core::array::from_fn(|r| _mm512_abs_epi8(x[r])),
-                core::array::from_fn(|r| _mm512_movepi8_mask(x[r])),
-            )
-        };
+        // SAFETY: blocks blk (and, if `two`, blk + 1) < b0 + nb of the four
+        // rows lie inside `group` (`tile_in_bounds`).
+        let (w, neg) = unsafe { pair_weights::<F>(base_ptr, rb, blk, two) };
         for j in 0..N {
             if j >= n {
                 break;
@@ -839,28 +773,10 @@ fn tile_vnni512<F: Format, const N: usize>(
                 };
                 _mm512_dpbusd_epi32(z, w[r], yr)
             };
-            let (p0, p1, p2, p3) = (d(0), d(1), d(2), d(3));
-            let t01 =
-                _mm512_add_epi32(_mm512_unpacklo_epi32(p0, p1), _mm512_unpackhi_epi32(p0, p1));
-            let t23 =
-                _mm512_add_epi32(_mm512_unpacklo_epi32(p2, p3), _mm512_unpackhi_epi32(p2, p3));
-            let h = _mm512_add_epi32(
-                _mm512_unpacklo_epi64(t01, t23),
-                _mm512_unpackhi_epi64(t01, t23),
-            );
-            // 128-bit lane pairs (0, 1) and (2, 3) hold one block each.
-            let h = _mm512_add_epi32(h, _mm512_shuffle_i64x2::<0b10_11_00_01>(h, h));
-            let sumi = _mm512_permutexvar_epi32(idx_sum, h);
-            let c = _mm512_mul_epi32(wm, _mm512_permutexvar_epi32(idx_dm, a));
-            let sh = _mm512_add_epi64(wrd, _mm512_maskz_permutexvar_epi32(even, idx_drel, a));
-            let td = _mm512_mul_epi32(sumi, c);
-            acc_d[j] = _mm512_add_epi64(acc_d[j], _mm512_sllv_epi64(td, _mm512_and_si512(sh, six)));
-            if F::IS_Q4_1 {
-                let cm = _mm512_mul_epi32(wmm, _mm512_permutexvar_epi32(idx_sm, a));
-                let shm = _mm512_add_epi64(wrm, _mm512_maskz_permutexvar_epi32(even, idx_srel, a));
-                acc_m[j] =
-                    _mm512_add_epi64(acc_m[j], _mm512_sllv_epi64(cm, _mm512_and_si512(shm, six)));
-            }
+            let sumi = pair_block_sums([d(0), d(1), d(2), d(3)]);
+            let (d, m) = pair_terms::<F>(sumi, a, [wm, wrd, wmm, wrm]);
+            acc_d[j] = _mm512_add_epi64(acc_d[j], d);
+            acc_m[j] = _mm512_add_epi64(acc_m[j], m);
         }
     }
     let (hi, base1, badv) = (to_u32x8(hi), to_u32x8(base1), to_u32x8(bad));
@@ -870,6 +786,143 @@ fn tile_vnni512<F: Format, const N: usize>(
         res[j] = chunk_result::<F>(&t.ch[j], &hi, &base1, &badv, fold(acc_d[j]), fold(acc_m[j]));
     }
     res
+}
+
+/// The four weight rows' bytes of blocks `blk` and (if `two`) `blk + 1`,
+/// one 64-byte vector per row, and the masks of the bytes whose
+/// activations [`tile_vnni512`] negates (its docs give the encoding per
+/// format; a missing second block is zero).
+///
+/// # Safety
+/// The blocks read (`F::BLOCK_BYTES` bytes at `r·rb + (blk + k)·bs`, rows
+/// `r < 4`, `k = 0` and, if `two`, 1) lie inside one allocation starting
+/// at `base_ptr`.
+#[target_feature(enable = "avx2,avx512f,avx512bw,avx512vl")]
+#[inline]
+unsafe fn pair_weights<F: Format>(
+    base_ptr: *const u8,
+    rb: usize,
+    blk: usize,
+    two: bool,
+) -> ([__m512i; 4], [__mmask64; 4]) {
+    let bs = F::BLOCK_BYTES;
+    let zero = _mm256_setzero_si256();
+    let mask = _mm512_set1_epi8(0x0F);
+    let c16 = _mm512_set1_epi8(16);
+    // 64-bit shift counts: qwords 2, 3, 6, 7 (the high nibbles' 128-bit lanes) by 4.
+    let nib_shift = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
+    let dup_lanes = _mm512_setr_epi64(0, 1, 0, 1, 2, 3, 2, 3);
+    let at = |r: usize, k: usize, o: usize| r * rb + (blk + k) * bs + o;
+    // 16 bytes at `at(r, k, o)`, zero for the missing second block.
+    let ld16 = |r: usize, k: usize, o: usize| {
+        if k == 0 || two {
+            // SAFETY: at(r, k, o) + 16 ≤ at(r, k, bs) ≤ 4·rb ≤ group.len()
+            // (o + 16 ≤ bs for Q4_1 and Q5_0; block blk + k < b0 + nb).
+            unsafe { _mm_loadu_si128(base_ptr.add(at(r, k, o)).cast()) }
+        } else {
+            _mm_setzero_si128()
+        }
+    };
+    // The 16 nibble bytes of both blocks: low nibbles then high ones of b,
+    // then of b + 1.
+    let nibbles = |r: usize, o: usize| {
+        let q = _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(ld16(r, 0, o)), ld16(r, 1, o));
+        let q = _mm512_permutexvar_epi64(dup_lanes, _mm512_castsi256_si512(q));
+        _mm512_and_si512(_mm512_srlv_epi64(q, nib_shift), mask)
+    };
+    // Per row: unsigned bytes and the mask of bytes whose activation is
+    // negated.
+    if F::IS_Q4_1 {
+        (core::array::from_fn(|r| nibbles(r, 4)), [0; 4])
+    } else if F::IS_Q5_0 {
+        let qh = |r: usize, k: usize| {
+            if k == 0 || two {
+                // SAFETY: at(r, k, 2) + 4 ≤ at(r, k, bs) ≤ 4·rb ≤ group.len().
+                unsafe { base_ptr.add(at(r, k, 2)).cast::<u32>().read_unaligned() as u64 }
+            } else {
+                0
+            }
+        };
+        let neg: [__mmask64; 4] = core::array::from_fn(|r| !(qh(r, 0) | (qh(r, 1) << 32)));
+        let w = core::array::from_fn(|r| {
+            let nib = nibbles(r, 6);
+            // Set bit: q - 16 = nibble; clear: -(16 - nibble).
+            _mm512_mask_sub_epi8(nib, neg[r], c16, nib)
+        });
+        (w, neg)
+    } else {
+        let x: [__m512i; 4] = core::array::from_fn(|r| {
+            // SAFETY: at(r, k, 2) + 32 = at(r, k, bs) ≤ 4·rb ≤ group.len()
+            // for k = 0 and, if `two`, k = 1.
+            let lo = unsafe { _mm256_loadu_si256(base_ptr.add(at(r, 0, 2)).cast()) };
+            let up = if two {
+                // SAFETY: as above.
+                unsafe { _mm256_loadu_si256(base_ptr.add(at(r, 1, 2)).cast()) }
+            } else {
+                zero
+            };
+            _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), up)
+        });
+        (
+            core::array::from_fn(|r| _mm512_abs_epi8(x[r])),
+            core::array::from_fn(|r| _mm512_movepi8_mask(x[r])),
+        )
+    }
+}
+
+/// The four rows' `vpdpbusd` lanes `p` of a block pair reduced to the
+/// eight block sums, one per 64-bit lane `[b: rows 0–3 | b + 1: rows 0–3]`
+/// (in its low dword): unpacks and adds within 128-bit lanes, then the two
+/// lanes of each block added.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn pair_block_sums([p0, p1, p2, p3]: [__m512i; 4]) -> __m512i {
+    let t01 = _mm512_add_epi32(_mm512_unpacklo_epi32(p0, p1), _mm512_unpackhi_epi32(p0, p1));
+    let t23 = _mm512_add_epi32(_mm512_unpacklo_epi32(p2, p3), _mm512_unpackhi_epi32(p2, p3));
+    let h = _mm512_add_epi32(
+        _mm512_unpacklo_epi64(t01, t23),
+        _mm512_unpackhi_epi64(t01, t23),
+    );
+    // 128-bit lane pairs (0, 1) and (2, 3) hold one block each.
+    let h = _mm512_add_epi32(h, _mm512_shuffle_i64x2::<0b10_11_00_01>(h, h));
+    let idx_sum = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 8, 8, 9, 9, 10, 10, 11, 11);
+    _mm512_permutexvar_epi32(idx_sum, h)
+}
+
+/// A block pair's exact terms for one input row: the block sums `sumi`
+/// times `mw·ma` (`vpmuldq`, `< 2^22`) shifted by `wrel + arel` (counts
+/// masked to 0..=63), and Q4_1's `mm·sm << (mrel + srel)` (zero for the
+/// other formats), from the two activation scales `a` (two `ActScale`s,
+/// their fields spread to the lanes by `vpermd`) and the weight lanes
+/// `[wm, wrd, wmm, wrm]` (mantissas of `d` with their shifts, of `m` with
+/// theirs).
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn pair_terms<F: Format>(sumi: __m512i, a: __m512i, w: [__m512i; 4]) -> (__m512i, __m512i) {
+    let [wm, wrd, wmm, wrm] = w;
+    let six = _mm512_set1_epi64(63);
+    // Even dwords only: the shift counts' high halves zero.
+    let even: __mmask16 = 0x5555;
+    let field = |off: usize| halves_of(dw(off));
+    let c = _mm512_mul_epi32(
+        wm,
+        _mm512_permutexvar_epi32(field(core::mem::offset_of!(ActScale, dm)), a),
+    );
+    let drel =
+        _mm512_maskz_permutexvar_epi32(even, field(core::mem::offset_of!(ActScale, drel)), a);
+    let sh = _mm512_and_si512(_mm512_add_epi64(wrd, drel), six);
+    let d = _mm512_sllv_epi64(_mm512_mul_epi32(sumi, c), sh);
+    if !F::IS_Q4_1 {
+        return (d, _mm512_setzero_si512());
+    }
+    let cm = _mm512_mul_epi32(
+        wmm,
+        _mm512_permutexvar_epi32(field(core::mem::offset_of!(ActScale, sm)), a),
+    );
+    let srel =
+        _mm512_maskz_permutexvar_epi32(even, field(core::mem::offset_of!(ActScale, srel)), a);
+    let shm = _mm512_and_si512(_mm512_add_epi64(wrm, srel), six);
+    (d, _mm512_sllv_epi64(cm, shm))
 }
 
 /// The 32 bits of `qh` as 32 bytes, byte `i` all ones where bit `i` is set
