@@ -93,19 +93,25 @@ pub fn matmul<P: Parallel>(
 const TILE: usize = 16;
 
 /// Output rows `r0..` of `out` (rows of `n_out`) from the scratch `src`
-/// laid out `(n_out, m)`: `out[i][o] = src[o·m + r0 + i]`. Tile by tile, so
-/// that both sides are read and written a cache line at a time (element by
-/// element, each read of a prefill's scratch was a new line).
+/// laid out `(n_out, m)`: `out[i][o] = src[o·m + r0 + i]`. Tile by tile
+/// through a local square, so that both sides are read and written a cache
+/// line at a time, and each output line is written whole before the next
+/// (writing a column of a tile touched sixteen output lines at once, which
+/// share a cache set where a row is a multiple of 4 KiB).
 fn transpose_rows(src: &[F32], m: usize, r0: usize, out: &mut [F32], n_out: usize) {
     let n_rows = out.len() / n_out.max(1);
+    let mut tile = [[F32::ZERO; TILE]; TILE];
     for ob in (0..n_out).step_by(TILE) {
         let oe = (ob + TILE).min(n_out);
         for ib in (0..n_rows).step_by(TILE) {
             let ie = (ib + TILE).min(n_rows);
-            for o in ob..oe {
+            for (o, t) in (ob..oe).zip(tile.iter_mut()) {
                 let col = &src[o * m + r0 + ib..o * m + r0 + ie];
-                for (i, &v) in (ib..ie).zip(col) {
-                    out[i * n_out + o] = v;
+                t[..col.len()].copy_from_slice(col);
+            }
+            for (i, row) in (ib..ie).zip(out[ib * n_out..].chunks_mut(n_out)) {
+                for (v, t) in row[ob..oe].iter_mut().zip(&tile) {
+                    *v = t[i - ib];
                 }
             }
         }
