@@ -261,8 +261,33 @@ fn bench(c: &mut Criterion) {
     }
 }
 
+/// RMSNorm over a prefill's rows (`kernels::rmsnorm::rmsnorm_rows`, one
+/// thread): Gemma 3 270M's 59 rows of width 640 and its per-head Q norm
+/// (4 heads: 236 rows of 256); throughput in elements per second.
+fn bench_rmsnorm(c: &mut Criterion) {
+    let mut g = c.benchmark_group("rmsnorm_rows");
+    g.measurement_time(Duration::from_secs(3));
+    let mut rng = Rng(7);
+    for (rows, d) in [(59usize, 640usize), (236, 256)] {
+        let x: Vec<F32> = (0..rows * d)
+            .map(|_| F32::from_bits(rng.unit().to_bits()))
+            .collect();
+        let w: Vec<F32> = (0..d)
+            .map(|_| F32::from_bits((1.0 + rng.unit() / 4.0).to_bits()))
+            .collect();
+        let eps = F32::from_bits(1e-6f32.to_bits());
+        let mut out = vec![F32::ZERO; rows * d];
+        g.throughput(Throughput::Elements((rows * d) as u64));
+        g.bench_function(BenchmarkId::new("detllm", format!("{rows}x{d}")), |b| {
+            b.iter(|| detllm::kernels::rmsnorm::rmsnorm_rows(black_box(&x), &w, eps, &mut out))
+        });
+    }
+    g.finish();
+}
+
 fn main() {
     let mut c = Criterion::default().configure_from_args();
     bench(&mut c);
+    bench_rmsnorm(&mut c);
     c.final_summary();
 }
