@@ -368,6 +368,12 @@ pub(crate) struct ChunkSums {
 }
 
 impl ChunkSums {
+    /// Zero sums that fit: adding them changes no cell.
+    pub const ZERO: ChunkSums = ChunkSums {
+        fits_i64: true,
+        ..ChunkSums::NOT_COMPUTED
+    };
+
     /// "Not computed": the caller sums the chunk in `i128` instead.
     pub const NOT_COMPUTED: ChunkSums = ChunkSums {
         fits_i64: false,
@@ -449,20 +455,39 @@ pub(crate) trait FusedChunkKernel: Copy {
     ) -> [ChunkSums; ACT_TILE];
     /// Whether [`Self::tile_wide`] computes anything.
     const HAS_WIDE: bool = false;
-    /// [`Self::tile`] for [`WIDE_GROUPS`] groups back to back in `rows`
-    /// (`[group][input row]`); by default nothing computed (the drivers
-    /// call it only where [`Self::HAS_WIDE`]).
+    /// [`Self::tile`] for [`WIDE_GROUPS`] groups back to back in `rows`;
+    /// where the chunk is the rows' only one (`whole`), an input row's
+    /// cells may come back rounded instead ([`WideTileOut`]). By default
+    /// nothing computed (the drivers call it only where [`Self::HAS_WIDE`]).
     fn tile_wide(
         self,
         rows: &[u8],
         rb: usize,
-        b0: usize,
-        nb: usize,
+        (b0, nb, whole): (usize, usize, bool),
         t: &ActTile<'_, WIDE_TILE>,
-    ) -> [[ChunkSums; WIDE_TILE]; WIDE_GROUPS] {
-        let _ = (self, rows, rb, b0, nb, t);
-        [[ChunkSums::NOT_COMPUTED; WIDE_TILE]; WIDE_GROUPS]
+    ) -> WideTileOut<WIDE_TILE> {
+        let _ = (self, rows, rb, b0, nb, whole, t);
+        WideTileOut::NOT_COMPUTED
     }
+}
+
+/// What a wide kernel returns for the input rows of a tile: per row either
+/// its [`WIDE_ROWS`] cells already rounded (`finished`: the chunk was the
+/// rows' only one and every cell's sum fit and rounded to a normal
+/// binary32 — the value [`ExactAcc::finish`] gives the cell), or its
+/// [`ChunkSums`] per group (`sums[group][input row]`, not computed for a
+/// finished row).
+pub(crate) struct WideTileOut<const N: usize> {
+    pub sums: [[ChunkSums; N]; WIDE_GROUPS],
+    pub finished: [Option<[F32; WIDE_ROWS]>; N],
+}
+
+impl<const N: usize> WideTileOut<N> {
+    /// Nothing computed: every chunk summed in `i128` by the caller.
+    pub const NOT_COMPUTED: Self = WideTileOut {
+        sums: [[ChunkSums::NOT_COMPUTED; N]; WIDE_GROUPS],
+        finished: [None; N],
+    };
 }
 
 /// No fused kernel (the portable build).
@@ -1207,7 +1232,7 @@ fn act_tile<'a, const T: usize>(acts: &[Option<ActRow<'a>>], ch: Chunk) -> Optio
 }
 
 /// Weight rows of a wide group.
-const WIDE_ROWS: usize = WIDE_GROUPS * ROW_GROUP;
+pub(crate) const WIDE_ROWS: usize = WIDE_GROUPS * ROW_GROUP;
 
 /// [`group`] for [`WIDE_GROUPS`] consecutive groups at once with a fused
 /// kernel that has a wide build: each tile of at least [`WIDE_MIN_ROWS`]
@@ -1252,18 +1277,23 @@ fn group_wide<const MT: usize, K: FusedChunkKernel>(
             continue;
         }
         let mut cells = [[ExactAcc::default(); MT]; WIDE_ROWS];
+        let mut finished = [None; MT];
         for (index, b0) in (0..nb).step_by(CHUNK_BLOCKS).enumerate() {
             let ch = Chunk {
                 index,
                 b0,
                 nb: CHUNK_BLOCKS.min(nb - b0),
             };
-            chunk_wide(w.ty, fmt, (bytes, rb), &rows, ch, acts, k, &mut cells)?;
+            let sums = (&mut cells, &mut finished);
+            chunk_wide(w.ty, fmt, (bytes, rb), &rows, (ch, nb), acts, k, sums)?;
             ran = true;
         }
         for (r, row_cells) in cells.iter().enumerate() {
-            for (j, c) in row_cells.iter().enumerate().take(mt) {
-                out[r * m + col0 + m0 + j] = c.finish();
+            for (j, (c, f)) in row_cells.iter().zip(&finished).enumerate().take(mt) {
+                out[r * m + col0 + m0 + j] = match f {
+                    Some(values) => values[r],
+                    None => c.finish(),
+                };
             }
         }
     }
@@ -1273,7 +1303,9 @@ fn group_wide<const MT: usize, K: FusedChunkKernel>(
 /// One chunk of a wide group: the input rows `acts` in tiles of
 /// [`WIDE_TILE`] through the wide kernel, each row's sums added to its
 /// `cells`, or the chunk summed by [`chunk_in_i128`] where they do not fit
-/// `i64`.
+/// `i64`. Where the chunk is the rows' only one (`nb` blocks in all), an
+/// input row (of finite scales) whose cells the kernel rounded goes to
+/// `finished` instead.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn chunk_wide<const MT: usize, K: FusedChunkKernel>(
@@ -1281,17 +1313,33 @@ fn chunk_wide<const MT: usize, K: FusedChunkKernel>(
     fmt: BlockedFormat,
     (bytes, rb): (&[u8], usize),
     rows: &[&[u8]; WIDE_ROWS],
-    ch: Chunk,
+    (ch, nb): (Chunk, usize),
     acts: &[Option<ActRow<'_>>],
     k: K,
-    cells: &mut [[ExactAcc; MT]; WIDE_ROWS],
+    (cells, finished): WideCells<'_, MT>,
 ) -> Option<()> {
     let mt = acts.len().min(MT);
+    let whole = ch.b0 == 0 && ch.nb == nb;
     for j0 in (0..mt).step_by(WIDE_TILE) {
         let n = WIDE_TILE.min(mt - j0);
         let tile = act_tile::<WIDE_TILE>(&acts[j0..j0 + n], ch)?;
-        let results = k.tile_wide(bytes, rb, ch.b0, ch.nb, &tile);
-        for (g, group_results) in results.iter().enumerate() {
+        let mut out = k.tile_wide(bytes, rb, (ch.b0, ch.nb, whole), &tile);
+        let mut pending = n;
+        for (t, values) in out.finished.iter().enumerate().take(n) {
+            let finite = acts[j0 + t].is_some_and(|a| a.flags & fmt.act_flags == 0);
+            if let (Some(values), true) = (values, finite) {
+                finished[j0 + t] = Some(*values);
+                pending -= 1;
+                // Nothing left to add to the row's cells.
+                for group in out.sums.iter_mut() {
+                    group[t] = ChunkSums::ZERO;
+                }
+            }
+        }
+        if pending == 0 {
+            continue;
+        }
+        for (g, group_results) in out.sums.iter().enumerate() {
             let at = g * ROW_GROUP;
             let group = GroupSums {
                 rows: rows[at..at + ROW_GROUP].try_into().ok()?,
@@ -1304,6 +1352,13 @@ fn chunk_wide<const MT: usize, K: FusedChunkKernel>(
     }
     Some(())
 }
+
+/// A wide group's cells (`[weight row][input row]`) and its input rows'
+/// finished cells ([`WideTileOut::finished`]).
+type WideCells<'c, const MT: usize> = (
+    &'c mut [[ExactAcc; MT]; WIDE_ROWS],
+    &'c mut [Option<[F32; WIDE_ROWS]>; MT],
+);
 
 /// A fused kernel's chunk sums for one row group: its weight rows and,
 /// per input row of a tile, the [`ChunkSums`].

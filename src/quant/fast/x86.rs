@@ -60,13 +60,14 @@
 
 use super::{
     ACT_TILE, ActTile, BlockedRowsFn, ChunkSums, FusedChunkKernel, GroupKernel, LIM_Q4_1_D,
-    LIM_Q4_1_M, LIM_Q5_0_D, LIM_Q8_0_D, ROW_GROUP, WIDE_GROUPS, WIDE_TILE, blocked_rows,
-    groups_single_input,
+    LIM_Q4_1_M, LIM_Q5_0_D, LIM_Q8_0_D, ROW_GROUP, WIDE_GROUPS, WIDE_ROWS, WIDE_TILE, WideTileOut,
+    blocked_rows, groups_single_input,
 };
 use crate::F32;
 use crate::quant::GgmlType;
 use crate::quant::act::{ActScale, CHUNK_BLOCKS, ChunkScale};
 use crate::quant::block::QK;
+use crate::quant::fixed::QUANTUM_EXP;
 use crate::quant::{QActs, QMatrix};
 use crate::simd::Level;
 use core::arch::x86_64::*;
@@ -237,12 +238,11 @@ macro_rules! isa_build {
                     self,
                     rows: &[u8],
                     rb: usize,
-                    b0: usize,
-                    nb: usize,
+                    chunk: (usize, usize, bool),
                     t: &ActTile<'_, WIDE_TILE>,
-                ) -> [[ChunkSums; WIDE_TILE]; WIDE_GROUPS] {
+                ) -> WideTileOut<WIDE_TILE> {
                     // SAFETY: as in `one_input`.
-                    unsafe { $wide::<F, WIDE_TILE>(rows, rb, b0, nb, t) }
+                    unsafe { $wide::<F, WIDE_TILE>(rows, rb, chunk, t) }
                 }
             )?
         }
@@ -976,9 +976,6 @@ fn to_i64x4(v: __m256i) -> [i64; 4] {
     o
 }
 
-/// Weight rows of [`tile16_vnni512`]: [`WIDE_GROUPS`] groups.
-const WIDE_ROWS: usize = WIDE_GROUPS * ROW_GROUP;
-
 /// Sixteen binary16 values (zero-extended in 32-bit lanes) against per-lane
 /// bases `base1`: [`f16_rel8`] in 512-bit lanes, the non-finite lanes as a
 /// mask.
@@ -1125,16 +1122,19 @@ const fn wide_bias_shift<F: Format>() -> Option<u32> {
 /// by `wrel + arel` (`vpsllvq`; a count beyond 63 gives 0 and only occurs
 /// in sums the shift check discards) and added to the row's sum; Q4_1's
 /// min terms `mm·sm` (`< 2^22`, `i32`) likewise, shifted by `mrel + srel`.
-#[target_feature(enable = "avx2,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")]
+///
+/// Where the chunk is the rows' only one (`whole`), an input row's sixteen
+/// sums are rounded in lanes as well ([`WideChunk::finished`]) when they
+/// allow it; the other rows get their [`ChunkSums`].
+#[target_feature(enable = "avx2,avx512f,avx512bw,avx512cd,avx512dq,avx512vl,avx512vnni")]
 fn tile16_vnni512<F: Format, const N: usize>(
     rows: &[u8],
     rb: usize,
-    b0: usize,
-    nb: usize,
+    (b0, nb, whole): (usize, usize, bool),
     t: &ActTile<'_, N>,
-) -> [[ChunkSums; N]; WIDE_GROUPS] {
+) -> WideTileOut<N> {
     let bs = F::BLOCK_BYTES;
-    let mut res = [[ChunkSums::NOT_COMPUTED; N]; WIDE_GROUPS];
+    let mut res = WideTileOut::<N>::NOT_COMPUTED;
     let n = t.n.min(N);
     if !tile_in_bounds((rows, WIDE_ROWS), rb, (b0, nb), bs, t) {
         return res;
@@ -1183,7 +1183,10 @@ fn tile16_vnni512<F: Format, const N: usize>(
         }
     }
     for (j, acc) in acc.iter().enumerate().take(n) {
-        chunk.results::<F, N>(acc, &t.ch[j], j, &mut res);
+        match chunk.finished::<F>(acc, &t.ch[j]).filter(|_| whole) {
+            Some(cells) => res.finished[j] = Some(cells),
+            None => chunk.results::<F, N>(acc, &t.ch[j], j, &mut res.sums),
+        }
     }
     res
 }
@@ -1303,6 +1306,74 @@ impl WideChunk {
     }
 }
 
+impl WideChunk {
+    /// The sixteen rows' cells of one input row rounded to binary32, when
+    /// the chunk is the rows' only one: each row's `d` sum `acc.d` in units
+    /// of `2^(base − 1 + dbase − 48)` (the [`ChunkSums`] that
+    /// [`Self::results`] would give, added to a zero cell), rounded by
+    /// [`round_lanes`]. `None` for Q4_1 (two terms per cell), a row whose
+    /// shifts did not stay in range or with a non-finite scale, and a sum
+    /// that is zero or does not round to a normal binary32.
+    #[target_feature(enable = "avx512f,avx512cd,avx512dq")]
+    #[inline]
+    fn finished<F: Format>(&self, acc: &WideAcc, ch: &ChunkScale) -> Option<[F32; WIDE_ROWS]> {
+        if F::IS_Q4_1 || self.bad != 0 || ch.dspread > F::LIM_D {
+            return None;
+        }
+        let limit = _mm512_set1_epi32((F::LIM_D - ch.dspread) as i32);
+        if _mm512_cmpgt_epu32_mask(self.hi, limit) != 0 {
+            return None;
+        }
+        let unit = ch.dbase as i32 - 1 + QUANTUM_EXP;
+        let exp = _mm512_add_epi32(self.base1, _mm512_set1_epi32(unit));
+        let even_exp = _mm512_srai_epi64::<32>(_mm512_slli_epi64::<32>(exp));
+        let (even, even_ok) = round_lanes(acc.d[0], even_exp);
+        let (odd, odd_ok) = round_lanes(acc.d[1], _mm512_srai_epi64::<32>(exp));
+        if even_ok & odd_ok != 0xFF {
+            return None;
+        }
+        let low_dwords = _mm512_set1_epi64(0xFFFF_FFFF);
+        let bits = _mm512_or_si512(
+            _mm512_and_si512(even, low_dwords),
+            _mm512_slli_epi64::<32>(odd),
+        );
+        Some(to_u32x16(bits).map(F32::from_bits))
+    }
+}
+
+/// `t · 2^e` rounded to binary32 (to nearest, ties to even) in each `i64`
+/// lane, the bits in the lane's low half, and the lanes where that is the
+/// answer: `t ≠ 0` and the result a normal binary32 (not a subnormal, not
+/// ∞), as [`crate::F32::from_i128_scaled`] rounds it (`|e| < 2^20`). The
+/// significand `|t|` is cut to 24 bits at its leading one (`vplzcntq`);
+/// the bits below decide the rounding.
+#[target_feature(enable = "avx512f,avx512cd,avx512dq")]
+#[inline]
+fn round_lanes(t: __m512i, e: __m512i) -> (__m512i, __mmask8) {
+    let (zero, one) = (_mm512_setzero_si512(), _mm512_set1_epi64(1));
+    let negative = _mm512_cmplt_epi64_mask(t, zero);
+    let mag = _mm512_abs_epi64(t); // |i64::MIN| = 2^63 read unsigned
+    let bits_in = _mm512_sub_epi64(_mm512_set1_epi64(64), _mm512_lzcnt_epi64(mag));
+    let cut = _mm512_sub_epi64(bits_in, _mm512_set1_epi64(24));
+    let right = _mm512_max_epi64(cut, zero);
+    let left = _mm512_max_epi64(_mm512_sub_epi64(zero, cut), zero);
+    let q = _mm512_srlv_epi64(mag, right);
+    let rem = _mm512_sub_epi64(mag, _mm512_sllv_epi64(q, right));
+    let half = _mm512_srli_epi64::<1>(_mm512_sllv_epi64(one, right));
+    let odd = _mm512_test_epi64_mask(q, one);
+    let tie = _mm512_cmpeq_epi64_mask(rem, half) & odd & _mm512_cmpgt_epi64_mask(right, zero);
+    let up = _mm512_cmpgt_epu64_mask(rem, half) | tie;
+    let q = _mm512_sllv_epi64(_mm512_mask_add_epi64(q, up, q, one), left);
+    // q in [2^23, 2^24]: its leading bit bumps the field to the exponent.
+    let field = _mm512_add_epi64(_mm512_add_epi64(e, cut), _mm512_set1_epi64(149));
+    let bits = _mm512_add_epi64(_mm512_slli_epi64::<23>(field), q);
+    let normal = _mm512_cmpge_epi64_mask(field, zero)
+        & _mm512_cmplt_epi64_mask(bits, _mm512_set1_epi64(0x7F80_0000))
+        & _mm512_test_epi64_mask(mag, mag);
+    let sign = _mm512_maskz_mov_epi64(negative, _mm512_set1_epi64(0x8000_0000));
+    (_mm512_or_si512(bits, sign), normal)
+}
+
 /// The `d` of each row from its block's first dword.
 #[target_feature(enable = "avx512f")]
 #[inline]
@@ -1389,4 +1460,58 @@ fn to_i64x8(v: __m512i) -> [i64; 8] {
     // SAFETY: 64 writable bytes.
     unsafe { _mm512_storeu_si512(o.as_mut_ptr().cast(), v) };
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// [`round_lanes`] equals [`F32::from_i128_scaled`] in every lane it
+    /// answers, and answers every lane whose result is a normal binary32:
+    /// significands of every length from 1 to 64 bits (ties and carries to
+    /// the next binade included), both signs, `i64::MIN`, zero, and
+    /// exponents from deep in the subnormals to past overflow.
+    #[test]
+    fn round_lanes_equals_from_i128_scaled() {
+        if crate::simd::level() != Level::Avx512Vnni {
+            return; // no AVX-512 on this CPU: nothing to compare
+        }
+        let mut next = crate::testutil::lcg(0x05EE_D0F1_A4E5_u64);
+        for round in 0..20_000u32 {
+            let t: [i64; 8] = core::array::from_fn(|i| {
+                let r = (next() as u64) << 32 | next() as u64;
+                let bits = 1 + (round as usize * 8 + i) % 64;
+                let v = (r >> (64 - bits)) as i64;
+                match (round + i as u32) % 97 {
+                    0 => 0,
+                    1 => i64::MIN,
+                    // A tie: an odd or even 24-bit head, then 100…0.
+                    2 => ((r as i64 >> 40) | 1 << 23) << 20 | 1 << 19,
+                    _ if r & 1 == 0 => -v,
+                    _ => v,
+                }
+            });
+            let e: [i64; 8] =
+                core::array::from_fn(|i| -260 + ((next() as i64).rem_euclid(400) + i as i64) % 400);
+            // SAFETY: the CPU has AVX-512 (F, CD, DQ), checked above; each
+            // array is 64 readable bytes.
+            let (bits, ok) = unsafe {
+                let (tv, ev) = (
+                    _mm512_loadu_si512(t.as_ptr().cast()),
+                    _mm512_loadu_si512(e.as_ptr().cast()),
+                );
+                (to_i64x8(round_lanes(tv, ev).0), round_lanes(tv, ev).1)
+            };
+            for l in 0..8 {
+                let want = F32::from_i128_scaled(t[l] as i128, e[l] as i32);
+                let normal = want.to_bits() & 0x7F80_0000;
+                let answerable = normal != 0 && normal != 0x7F80_0000;
+                let answered = ok >> l & 1 == 1;
+                assert_eq!(answered, answerable, "t {} e {}", t[l], e[l]);
+                if answered {
+                    assert_eq!(bits[l] as u32, want.to_bits(), "t {} e {}", t[l], e[l]);
+                }
+            }
+        }
+    }
 }
