@@ -9,7 +9,7 @@
 //! AVX-512 ([`crate::simd`]), the same code.
 
 use crate::F32;
-use crate::float::{add_same_sign_try, add_try, mul_try};
+use crate::float::{add_same_sign_try, add_try, div_try, mul_try};
 use crate::math::exp_try;
 
 /// `x[i] = x[i] + y[i]` over the common length.
@@ -104,10 +104,11 @@ pub(crate) fn map_try(x: &mut [F32], fast: impl Fn(F32) -> (F32, bool), op: impl
 /// [`exp_try`], which answers every input but NaN and `t < -87.3` with the
 /// bits of [`F32::exp`]), then every `1 + e` ([`map_try`]; `e ≥ 0`, so the
 /// same-sign fast path answers whenever `e` is normal), then every
-/// quotient. Each element gets exactly the
+/// quotient ([`apply`] over [`div_try`], which answers normal operands
+/// with a normal quotient). Each element gets exactly the
 /// operations of the scalar `x / (1 + exp(t(x)))` in that order, so the
 /// same bits; the stages let independent operations overlap and the
-/// additions vectorize. SiLU is `t(x) = -x`, GELU-tanh `t(x) = -2u(x)`
+/// exponentials, additions and quotients vectorize. SiLU is `t(x) = -x`, GELU-tanh `t(x) = -2u(x)`
 /// ([`crate::math::gelu::gelu_neg_2u_block`]).
 #[inline(always)]
 pub(crate) fn sigmoid_gate_block(x: &mut [F32], t_block: impl Fn(&[F32], &mut [F32])) {
@@ -117,9 +118,7 @@ pub(crate) fn sigmoid_gate_block(x: &mut [F32], t_block: impl Fn(&[F32], &mut [F
     t_block(&x[..n], den);
     map_try(den, exp_try, F32::exp);
     map_try(den, |e| add_same_sign_try(F32::ONE, e), |e| F32::ONE + e);
-    for (v, &d) in x.iter_mut().zip(den.iter()) {
-        *v = *v / d;
-    }
+    apply(x, den, div_try, |v, d| v / d);
 }
 
 /// Elements per try-then-commit block (the fallback redoes one block).
