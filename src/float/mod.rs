@@ -18,6 +18,7 @@ mod sqrt;
 
 pub(crate) use add::{add_same_sign_try, add_try, sum_left_to_right};
 pub use convert::{BF16_NAN, F16_NAN};
+pub(crate) use div::div_try;
 pub(crate) use mul::mul_try;
 pub use pack::round_pack;
 

@@ -9,7 +9,8 @@
 //! AVX-512 ([`crate::simd`]), the same code.
 
 use crate::F32;
-use crate::float::{add_same_sign_try, add_try, mul_try};
+use crate::float::{add_same_sign_try, add_try, div_try, mul_try};
+use crate::math::exp_try;
 
 /// `x[i] = x[i] + y[i]` over the common length.
 pub fn add_assign(x: &mut [F32], y: &[F32]) {
@@ -99,12 +100,15 @@ pub(crate) fn map_try(x: &mut [F32], fast: impl Fn(F32) -> (F32, bool), op: impl
 
 /// `x = x / (1 + exp(t(x)))` over at most [`BLOCK`] elements, stage by
 /// stage: every `t(x)` (`t_block` writes them, itself stage by stage where
-/// it has several operations), every `exp`, then every `1 + e`
-/// ([`map_try`]; `e ≥ 0`, so the same-sign fast path answers whenever `e`
-/// is normal), then every quotient. Each element gets exactly the
+/// it has several operations), every `exp` ([`map_try`] over
+/// [`exp_try`], which answers every input but NaN and `t < -87.3` with the
+/// bits of [`F32::exp`]), then every `1 + e` ([`map_try`]; `e ≥ 0`, so the
+/// same-sign fast path answers whenever `e` is normal), then every
+/// quotient ([`apply`] over [`div_try`], which answers normal operands
+/// with a normal quotient). Each element gets exactly the
 /// operations of the scalar `x / (1 + exp(t(x)))` in that order, so the
 /// same bits; the stages let independent operations overlap and the
-/// additions vectorize. SiLU is `t(x) = -x`, GELU-tanh `t(x) = -2u(x)`
+/// exponentials, additions and quotients vectorize. SiLU is `t(x) = -x`, GELU-tanh `t(x) = -2u(x)`
 /// ([`crate::math::gelu::gelu_neg_2u_block`]).
 #[inline(always)]
 pub(crate) fn sigmoid_gate_block(x: &mut [F32], t_block: impl Fn(&[F32], &mut [F32])) {
@@ -112,13 +116,9 @@ pub(crate) fn sigmoid_gate_block(x: &mut [F32], t_block: impl Fn(&[F32], &mut [F
     let n = x.len().min(BLOCK);
     let den = &mut den[..n];
     t_block(&x[..n], den);
-    for d in den.iter_mut() {
-        *d = d.exp();
-    }
+    map_try(den, exp_try, F32::exp);
     map_try(den, |e| add_same_sign_try(F32::ONE, e), |e| F32::ONE + e);
-    for (v, &d) in x.iter_mut().zip(den.iter()) {
-        *v = *v / d;
-    }
+    apply(x, den, div_try, |v, d| v / d);
 }
 
 /// Elements per try-then-commit block (the fallback redoes one block).
