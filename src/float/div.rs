@@ -35,25 +35,16 @@ pub(super) fn div(a: F32, b: F32) -> F32 {
     if !(is_normal_mag(ax) & is_normal_mag(ay)) {
         return div_general(a, b);
     }
-    let sign = (x ^ y) & SIGN_MASK;
     let num = (((ax & SIG_MASK) | IMPLICIT) as u64) << 26; // [2^49, 2^50)
     let den = ((ay & SIG_MASK) | IMPLICIT) as u64; // [2^23, 2^24)
     let q = num / den; // (2^25, 2^27)
-    let sticky = (q * den != num) as u64;
-    let hi = (q >> 26) as u32; // quotient of the significands >= 1
-    let q = q | sticky;
-    let q = (q >> hi) | (q & hi as u64); // [2^25, 2^26), bit 0 sticky
-    // Biased result exponent + 127: ex - ey + 127 (-1 if the quotient < 1).
-    let e = (ax >> 23) + 253 - (ay >> 23) + hi;
-    if e.wrapping_sub(128) >= 254 {
-        return div_general(a, b); // result exponent outside 1..=254
+    match round_quotient(x, y, q, q * den != num) {
+        (r, true) => r,
+        _ => div_general(a, b), // result exponent outside 1..=254
     }
-    let m = ((q + 1 + ((q >> 2) & 1)) >> 2) as u32; // [2^23, 2^24]
-    let r = ((e - 128) << 23) + m;
-    F32(r.min(EXP_MASK) | sign)
 }
 
-/// As the end of [`div`], without branches: the quotient of two normal
+/// The end of [`div`] and [`div_try`], without branches: the quotient of two normal
 /// numbers `x / y` (bits) from the floor
 /// quotient `q` of their significands (`ma · 2^26 / mb`, in
 /// `(2^25, 2^27)`) and whether the remainder is non-zero: rounded to
