@@ -70,8 +70,8 @@
 
 use super::kquant::{self, WIDE_ACT_TILE, WIDE_GROUPS};
 use crate::quant::GgmlType;
-use crate::quant::act::{ActRow, ActScale, FLAG_D_NONFINITE};
-use crate::quant::block::QK_K;
+use crate::quant::act::{ActRow, ActScale, CHUNK_BLOCKS, ChunkScale, FLAG_D_NONFINITE};
+use crate::quant::block::{QK, QK_K};
 use crate::quant::fixed::{ExactAcc, f16_fixed, f16_nonfinite};
 use crate::simd::Level;
 use core::arch::x86_64::*;
@@ -703,31 +703,8 @@ impl ActTerms {
     #[target_feature(enable = "avx512f")]
     #[inline]
     fn new(ys: &[ActScale; 8]) -> Self {
-        let bytes: &[u8] = bytemuck::bytes_of(ys);
-        let v: [__m512i; 4] = core::array::from_fn(|i| load64(bytes, 64 * i));
-        // Sub-block 4h + i is `ActScale` i % 2 of vector 2h + i / 2.
-        let field = |off: usize, h: usize| {
-            let o = dword(off);
-            let idx = _mm512_setr_epi32(
-                o,
-                o,
-                o,
-                o,
-                8 + o,
-                8 + o,
-                8 + o,
-                8 + o,
-                16 + o,
-                16 + o,
-                16 + o,
-                16 + o,
-                24 + o,
-                24 + o,
-                24 + o,
-                24 + o,
-            );
-            _mm512_permutex2var_epi32(v[2 * h], idx, v[2 * h + 1])
-        };
+        let v = scale_vectors(ys);
+        let field = |off: usize, h: usize| scale_field(&v, off, h);
         let am = [0, 1].map(|h| field(core::mem::offset_of!(ActScale, dm), h));
         let dsh = [0, 1].map(|h| field(core::mem::offset_of!(ActScale, dsh), h));
         let live = [0, 1].map(|h| _mm512_test_epi32_mask(am[h], am[h]));
@@ -767,6 +744,44 @@ impl ActTerms {
             bsum,
         }
     }
+}
+
+/// The eight block scales `ys` as four 64-byte vectors (two `ActScale`s
+/// each), for [`scale_field`].
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn scale_vectors(ys: &[ActScale; 8]) -> [__m512i; 4] {
+    let bytes: &[u8] = bytemuck::bytes_of(ys);
+    core::array::from_fn(|i| load64(bytes, 64 * i))
+}
+
+/// The `ActScale` field at byte `off` of sub-blocks `4h..4h + 4` of
+/// [`scale_vectors`]' `v`, in the tile's lane order (lane `4(j − 4h) + r`:
+/// sub-block `j`'s, the same for the four weight rows `r`), by `vpermt2d`.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn scale_field(v: &[__m512i; 4], off: usize, h: usize) -> __m512i {
+    // Sub-block 4h + i is `ActScale` i % 2 of vector 2h + i / 2.
+    let o = dword(off);
+    let idx = _mm512_setr_epi32(
+        o,
+        o,
+        o,
+        o,
+        8 + o,
+        8 + o,
+        8 + o,
+        8 + o,
+        16 + o,
+        16 + o,
+        16 + o,
+        16 + o,
+        24 + o,
+        24 + o,
+        24 + o,
+        24 + o,
+    );
+    _mm512_permutex2var_epi32(v[2 * h], idx, v[2 * h + 1])
 }
 
 /// `op` (`vpminud`, `vpmaxud`) over the four 128-bit lanes of `v`, whose
@@ -894,6 +909,11 @@ struct Q4kWeights {
     /// (each `< 2^11 · 2^30`, exact in `i64`), so that a cell's two `i128`
     /// steps are one: `(I·dm' − M·nm') << (lo + base)`.
     joint: [(i64, i64, u32); TILE],
+    /// The chunk sum's weight factors ([`Q4kWeights::scale_for_chunk`]), per
+    /// half `h` as lanes `[even rows, odd rows moved down]`: `sc·dm <<
+    /// (dsh − wbase)` and `mn·nm << (nsh − wbase)`.
+    scd: [[__m512i; 2]; 2],
+    mnn: [[__m512i; 2]; 2],
 }
 
 /// The eight 6-bit scales and the eight mins of Q4_K's 12 packed bytes
@@ -951,6 +971,29 @@ impl Q4kWeights {
             dmin: [(0, 0); TILE],
             bad: [false; TILE],
             joint: [(0, 0, 0); TILE],
+            scd: [[_mm512_setzero_si512(); 2]; 2],
+            mnn: [[_mm512_setzero_si512(); 2]; 2],
+        }
+    }
+
+    /// The chunk sum's weight factors [`Q4kWeights::scd`] and
+    /// [`Q4kWeights::mnn`] against the rows' chunk bases `base`
+    /// ([`WeightBases`]): `sc·dm < 63·2047 < 2^17` shifted by at most
+    /// [`kquant::CHUNK_WLIM_Q4_K`] stays below 2^31 (beyond it the tile
+    /// takes the per-super-block path and these are not used).
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn scale_for_chunk(&mut self, base: &[u32; TILE]) {
+        let (d, dmin) = (self.d, self.dmin);
+        let m = |v: [(i32, u32); TILE]| row_lanes(v.map(|(m, _)| m));
+        let rel =
+            |v: [(i32, u32); TILE]| row_lanes(core::array::from_fn(|r| chunk_rel(v[r], base[r])));
+        let (dm, drel, nm, nrel) = (m(d), rel(d), m(dmin), rel(dmin));
+        for h in 0..2 {
+            let scd = _mm512_sllv_epi32(_mm512_mullo_epi32(self.sc[h], dm), drel);
+            let mnn = _mm512_sllv_epi32(_mm512_mullo_epi32(self.mn[h], nm), nrel);
+            self.scd[h] = [scd, _mm512_shuffle_epi32::<0xF5>(scd)];
+            self.mnn[h] = [mnn, _mm512_shuffle_epi32::<0xF5>(mnn)];
         }
     }
 
@@ -1067,17 +1110,162 @@ fn q4_k_wide(w: &Q4kWeights, s: [__m512i; 2], ys: &[ActScale; 8], cells: &mut Ce
     }
 }
 
+/// Four per-row values in the tile's lane order (lane `4i + r`: row `r`'s).
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn row_lanes(v: [i32; TILE]) -> __m512i {
+    _mm512_broadcast_i32x4(_mm_setr_epi32(v[0], v[1], v[2], v[3]))
+}
+
+/// A weight scale's shift `(mant, sh)` above its row's chunk base (0 for
+/// a zero mantissa, whose terms are zero).
+#[inline(always)]
+fn chunk_rel((m, sh): (i32, u32), base: u32) -> i32 {
+    if m != 0 {
+        sh.wrapping_sub(base) as i32
+    } else {
+        0
+    }
+}
+
+// A chunk of super-blocks is one activation chunk: `drel` and `ChunkScale`
+// are relative to it.
+const _: () = assert!(kquant::CHUNK_SUPERS * QK_K == CHUNK_BLOCKS * QK);
+
+/// One tile's weight rows over one chunk of up to [`kquant::CHUNK_SUPERS`]
+/// super-blocks: per row the smallest shift of its non-zero `f16` scales
+/// (`base`), the largest spread above it over the rows (`spread`), and
+/// whether a scale is ±∞/NaN (`bad`).
+#[derive(Clone, Copy)]
+struct WeightBases {
+    base: [u32; TILE],
+    spread: u32,
+    bad: [bool; TILE],
+}
+
+impl WeightBases {
+    /// The bases of super-blocks `b0..b0 + n` (`B` bytes each) of `rows`,
+    /// from the `f16` scales at byte offsets `at` of each super-block.
+    fn of<const B: usize>(rows: &[&[u8]; TILE], b0: usize, n: usize, at: &[usize]) -> Self {
+        let mut w = WeightBases {
+            base: [0; TILE],
+            spread: 0,
+            bad: [false; TILE],
+        };
+        for (r, row) in rows.iter().enumerate() {
+            let (mut lo, mut hi) = (u32::MAX, 0);
+            for blk in row.chunks_exact(B).skip(b0).take(n) {
+                for &o in at {
+                    let h = u16::from_le_bytes([blk[o], blk[o + 1]]);
+                    w.bad[r] |= f16_nonfinite(h);
+                    let (m, sh) = f16_fixed(h);
+                    if m != 0 {
+                        (lo, hi) = (lo.min(sh), hi.max(sh));
+                    }
+                }
+            }
+            if lo != u32::MAX {
+                w.base[r] = lo;
+                w.spread = w.spread.max(hi - lo);
+            }
+        }
+        w
+    }
+
+    /// Whether input row `a`'s chunk `c` takes the chunk sum with these
+    /// rows: its [`ChunkScale`] is there (the activation shifts lie in
+    /// `dbase ..= dbase + dspread`, `drel` above `dbase`), the weight
+    /// spread is within `wlim` and the two spreads together within `lim`.
+    fn fits(&self, a: &ActRow<'_>, c: usize, (wlim, lim): (u32, u32)) -> Option<ChunkScale> {
+        let ch = *a.ch.get(c)?;
+        (self.spread <= wlim && ch.dspread <= lim - self.spread).then_some(ch)
+    }
+}
+
+/// One input row's terms of one super-block for the chunk sum, in the
+/// tile's lane order: the mantissas `am_j`; `drel_j` (the shift above the
+/// chunk's `dbase`) as `vpsllvq` counts (the low dword of each `i64`
+/// lane; the same for its two rows); Q4_K's `bsum_j·am_j` (`≤ 4064·2047
+/// < 2^23`).
+struct ChunkAct {
+    am: [__m512i; 2],
+    rel: [__m512i; 2],
+    bam: [__m512i; 2],
+}
+
+impl ChunkAct {
+    /// The terms of the eight block scales `ys` (`BSUM`: with `bsum·am`).
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn new<const BSUM: bool>(ys: &[ActScale; 8]) -> Self {
+        let v = scale_vectors(ys);
+        let field = |off: usize, h: usize| scale_field(&v, off, h);
+        let am = [0, 1].map(|h| field(core::mem::offset_of!(ActScale, dm), h));
+        let low = _mm512_set1_epi64(0xFFFF_FFFF);
+        let rel =
+            [0, 1].map(|h| _mm512_and_si512(field(core::mem::offset_of!(ActScale, drel), h), low));
+        let bam = if BSUM {
+            [0, 1]
+                .map(|h| _mm512_mullo_epi32(field(core::mem::offset_of!(ActScale, bsum), h), am[h]))
+        } else {
+            [_mm512_setzero_si512(); 2]
+        };
+        ChunkAct { am, rel, bam }
+    }
+}
+
+/// A cell group's chunk sums: per input row, `[even rows, odd rows]`, one
+/// `i64` lane per (sub-block pair, row): lane `i` of `[p]` is row
+/// `2(i % 2) + p`'s.
+type ChunkSums = [[__m512i; 2]; WIDE_ACT_TILE];
+
+/// Adds one input row's super-block to its chunk sums `acc` from its
+/// sub-block sums `s` ([`q4_k_dots`]): per lane `((sumq·am)·(sc·dm') −
+/// (bsum·am)·(mn·nm')) << drel` (`vpmulld`: `sumq·am ≤ 60960·2047 <
+/// 2^27`; `vpmuldq` by the [`Q4kWeights::scale_for_chunk`] factors; `vpsllvq`).
+/// Each lane gathers at most eight terms over a chunk (two sub-blocks a
+/// super-block), each at most `(60960·63·2047² + 4064·63·2047²)·2^16 <
+/// 2^59.97` within [`kquant::CHUNK_LIM_Q4_K`]: the sum stays below 2^63.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn q4_k_chunk_add(w: &Q4kWeights, act: &ChunkAct, s: [__m512i; 2], acc: &mut [__m512i; 2]) {
+    for (h, sh) in s.into_iter().enumerate() {
+        let u = _mm512_mullo_epi32(sh, act.am[h]);
+        let u = [u, _mm512_shuffle_epi32::<0xF5>(u)];
+        for (p, acc) in acc.iter_mut().enumerate() {
+            let d = _mm512_mul_epi32(u[p], w.scd[h][p]);
+            let m = _mm512_mul_epi32(act.bam[h], w.mnn[h][p]);
+            let t = _mm512_sllv_epi64(_mm512_sub_epi64(d, m), act.rel[h]);
+            *acc = _mm512_add_epi64(*acc, t);
+        }
+    }
+}
+
+/// Input row `j`'s chunk sums `acc` added to its four cells: each row's
+/// four lanes summed in `i128` (not `i64`: each lane is bounded, not
+/// their sum) and shifted by the row's weight base plus the chunk's
+/// activation base `abase` (at most 29 + 29); the cells are non-finite
+/// where a row's scale was.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn chunk_flush(acc: &[__m512i; 2], w: &WeightBases, abase: u32, cells: &mut Cells, j: usize) {
+    let lanes = acc.map(|v| to_i64x8(v));
+    for (r, row) in cells.iter_mut().enumerate() {
+        let l = &lanes[r % 2];
+        let o = r / 2;
+        let t = l[o] as i128 + l[o + 2] as i128 + l[o + 4] as i128 + l[o + 6] as i128;
+        let c = &mut row[j];
+        c.nonfinite |= w.bad[r];
+        c.sum += shl63(t, w.base[r] + abase);
+    }
+}
+
 /// The Q4_K tile: `G` tiles of four weight rows (whole 144-byte
 /// super-blocks, all the same length) against up to [`WIDE_ACT_TILE`]
 /// input rows `acts` (each with its `qs` and `sc` as long as the rows),
 /// cell `[g][r][j]` the same integers as [`super::kquant`]'s `q4_k_row` of
-/// row `r` of tile `g` and input `j`.
-///
-/// Per super-block the weight rows are decoded once ([`Q4kWeights`]); per
-/// input row its terms are taken once for the `G` tiles ([`ActTerms`]),
-/// its dots with each tile's four rows reduced together ([`q4_k_dots`])
-/// and scaled exactly ([`q4_k_sums`], [`q4_k_add`]; beyond the limit
-/// [`q4_k_wide`]).
+/// row `r` of tile `g` and input `j`: chunk by chunk of
+/// [`kquant::CHUNK_SUPERS`] super-blocks ([`q4_k_chunk`]).
 #[target_feature(
     enable = "avx2,bmi1,bmi2,lzcnt,avx512f,avx512cd,avx512vl,avx512dq,avx512bw,avx512vnni"
 )]
@@ -1090,38 +1278,120 @@ fn q4_k_tile_vnni<const G: usize>(
     for c in cells.iter_mut() {
         start_cells(acts, c);
     }
-    let mut b = 0;
+    let n = super_count::<144, G>(&rows);
     let mut w: [Q4kWeights; G] = core::array::from_fn(|_| Q4kWeights::zero());
-    'supers: loop {
-        for (wg, rows) in w.iter_mut().zip(&rows) {
+    let mut sums = [[[_mm512_setzero_si512(); 2]; WIDE_ACT_TILE]; G];
+    for b0 in (0..n).step_by(kquant::CHUNK_SUPERS) {
+        let supers = b0..(b0 + kquant::CHUNK_SUPERS).min(n);
+        q4_k_chunk(&rows, acts, cells, (&mut w, &mut sums), supers);
+    }
+}
+
+/// Whole super-blocks every weight row of the call has.
+fn super_count<const B: usize, const G: usize>(rows: &[[&[u8]; TILE]; G]) -> usize {
+    rows.as_flattened()
+        .iter()
+        .map(|r| r.len() / B)
+        .min()
+        .unwrap_or(0)
+}
+
+/// The Q4_K tile's super-blocks `supers` (one chunk): per super-block the
+/// weight rows decoded once ([`Q4kWeights`], with their chunk factors),
+/// per input row its dots with each tile's four rows reduced together
+/// ([`q4_k_dots`]) and, where the chunk's spreads allow
+/// ([`WeightBases::fits`]), added to the cells' `i64` chunk sums
+/// ([`q4_k_chunk_add`]), which end in one `i128` step per cell
+/// ([`chunk_flush`]); elsewhere per super-block as `q4_5_k_row_with`
+/// does ([`q4_k_sums`] and [`q4_k_add`], beyond its limit [`q4_k_wide`]).
+#[target_feature(enable = "avx2,avx512f,avx512bw,avx512vnni")]
+#[inline]
+fn q4_k_chunk<const G: usize>(
+    rows: &[[&[u8]; TILE]; G],
+    acts: &[ActRow<'_>],
+    cells: &mut [Cells; G],
+    (w, sums): (&mut [Q4kWeights; G], &mut [ChunkSums; G]),
+    supers: core::ops::Range<usize>,
+) {
+    const LIMS: (u32, u32) = (kquant::CHUNK_WLIM_Q4_K, kquant::CHUNK_LIM_Q4_K);
+    let c = supers.start / kquant::CHUNK_SUPERS;
+    let bases: [WeightBases; G] = core::array::from_fn(|g| {
+        WeightBases::of::<144>(&rows[g], supers.start, supers.len(), &[0, 2])
+    });
+    let fit = chunk_fits(&bases, acts, c, LIMS, sums);
+    for b in supers {
+        for ((wg, rows), base) in w.iter_mut().zip(rows).zip(&bases) {
             let Some(blks) = weight_supers::<144>(rows, b) else {
-                break 'supers;
+                return;
             };
             wg.decode(blks);
+            wg.scale_for_chunk(&base.base);
         }
-        let mut pending = [[None; WIDE_ACT_TILE]; G];
         for (j, a) in acts.iter().enumerate() {
             let Some((yq, ys)) = act_super(a, b) else {
                 continue;
             };
-            let act = ActTerms::new(ys);
-            for ((wg, cg), pg) in w.iter().zip(cells.iter_mut()).zip(&mut pending) {
+            let act = ChunkAct::new::<true>(ys);
+            let mut terms = None;
+            for (g, wg) in w.iter().enumerate() {
                 let s = q4_k_dots(wg, yq);
-                if act.spread <= kquant::LIM_Q4_K {
-                    pg[j] = Some(q4_k_sums(wg, &act, s));
+                if fit[g][j].is_some() {
+                    q4_k_chunk_add(wg, &act, s, &mut sums[g][j]);
+                    continue;
+                }
+                if terms.is_none() {
+                    terms = Some(ActTerms::new(ys));
+                }
+                let Some(t) = &terms else { continue };
+                if t.spread <= kquant::LIM_Q4_K {
+                    q4_k_add(wg, &q4_k_sums(wg, t, s), &mut cells[g], j);
                 } else {
-                    q4_k_wide(wg, s, ys, cg, j);
+                    q4_k_wide(wg, s, ys, &mut cells[g], j);
                 }
             }
         }
-        for ((wg, cg), pg) in w.iter().zip(cells.iter_mut()).zip(&pending) {
-            for (j, p) in pg.iter().enumerate() {
-                if let Some(p) = p {
-                    q4_k_add(wg, p, cg, j);
-                }
+    }
+    flush_fits(&fit, &bases, sums, cells);
+}
+
+/// Per tile and input row, the chunk `c`'s [`ChunkScale`] where the chunk
+/// sum takes the cells ([`WeightBases::fits`] with the format's limits
+/// `lims`), their `sums` zeroed; `None` where the cells go per
+/// super-block.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn chunk_fits<const G: usize>(
+    bases: &[WeightBases; G],
+    acts: &[ActRow<'_>],
+    c: usize,
+    lims: (u32, u32),
+    sums: &mut [ChunkSums; G],
+) -> [[Option<ChunkScale>; WIDE_ACT_TILE]; G] {
+    let mut fit = [[None; WIDE_ACT_TILE]; G];
+    for ((fg, base), sg) in fit.iter_mut().zip(bases).zip(sums.iter_mut()) {
+        for ((f, a), s) in fg.iter_mut().zip(acts).zip(sg.iter_mut()) {
+            *f = base.fits(a, c, lims);
+            *s = [_mm512_setzero_si512(); 2];
+        }
+    }
+    fit
+}
+
+/// [`chunk_flush`] of every cell the chunk sum took ([`chunk_fits`]).
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn flush_fits<const G: usize>(
+    fit: &[[Option<ChunkScale>; WIDE_ACT_TILE]; G],
+    bases: &[WeightBases; G],
+    sums: &[ChunkSums; G],
+    cells: &mut [Cells; G],
+) {
+    for (((fg, base), sg), cg) in fit.iter().zip(bases).zip(sums).zip(cells.iter_mut()) {
+        for (j, (f, s)) in fg.iter().zip(sg).enumerate() {
+            if let Some(ch) = f {
+                chunk_flush(s, base, ch.dbase, cg, j);
             }
         }
-        b += 1;
     }
 }
 
