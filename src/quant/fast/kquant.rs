@@ -46,7 +46,9 @@
 //! time in one horizontal reduction per sub-block), and `I` and `M` above
 //! in vectors — the same integers, then the same `i128` steps; on AVX-512
 //! VNNI with several input rows, one or four tiles of four weight rows by
-//! up to 32 input rows (`MultiTileFn`). That expansion is this file's only `unsafe`
+//! up to 32 input rows (`MultiTileFn`), their sums scaled in `i64` lanes
+//! over a chunk of [`CHUNK_SUPERS`] super-blocks within the `CHUNK_*`
+//! limits (bounds there). That expansion is this file's only `unsafe`
 //! (reviewed in [`crate::simd`]), so the file cannot carry
 //! `forbid(unsafe_code)`; the crate's `deny(unsafe_code)` covers the rest.
 

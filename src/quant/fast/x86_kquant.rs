@@ -35,21 +35,42 @@
 //! ([`reduce4`], [`pair_halves`]: the sub-block sums `sumq_j` of
 //! `q4_5_k_sumq`, `≤ 32·15·127 < 2^16`, resp. per 16-element half
 //! `|Σ q·y| ≤ 16·32·127 < 2^16`, times the half's signed scale `< 2^23`,
-//! the two halves added: `sumi_j` of `q6_k_sumi`, `< 2^24`), and, within the
-//! limit on `spread` ([`kquant::LIM_Q4_K`], [`kquant::LIM_Q6_K`]), the
-//! `i64` sums `I` (and Q4_K's `M`) of [`super::kquant`] by [`row_sums`] /
-//! [`row_sums2`]: `sc·sumq < 2^22` and `mn·bsum < 2^18` in `i32` lanes,
-//! times `am` (`< 2^11`) by `vpmuldq` in `i64`, shifted by `rel ≤ spread`
-//! (`vpsllvq`), each `i64` lane a partial sum of one row's terms and so
-//! below the table's `2^62`. Then per cell the portable body's `i128`
-//! step(s): Q6_K `(I·dm) << (dsh + base)`; Q4_K its two steps as one,
-//! `(I·dm' − M·nm') << (lo + base)` with the mantissas brought to `lo =
-//! min(dsh, nsh)` ([`q4_k_add`]: the same integer), after the vector work
-//! of all the tile's input rows ([`SuperSums`]). Every shift is the sum of
-//! two `f16` shifts, at most 30 each, and is masked to `0..=63` (the same
-//! value) so that no select for wider shifts is compiled. Beyond the
-//! limit, per sub-block in `i128` as there. Integer addition being
-//! associative, every cell is the portable body's integer.
+//! the two halves added: `sumi_j` of `q6_k_sumi`, `< 2^24`).
+//!
+//! The scaling runs a chunk of [`kquant::CHUNK_SUPERS`] super-blocks (one
+//! activation chunk, 1024 elements) at a time. Per tile and chunk each
+//! weight row's smallest non-zero scale shift `wbase` is found
+//! ([`WeightBases`]), and per input row its chunk's `dbase` is known
+//! (its `ChunkScale`; `drel_j = ash_j − dbase`). Where the weight spread
+//! over the chunk is within `CHUNK_WLIM` and the weight and activation
+//! spreads together within `CHUNK_LIM` ([`kquant::CHUNK_WLIM_Q4_K`] 14 /
+//! [`kquant::CHUNK_LIM_Q4_K`] 16, [`kquant::CHUNK_WLIM_Q6_K`] 9 /
+//! [`kquant::CHUNK_LIM_Q6_K`] 14), every term of every sub-block goes into
+//! an `i64` lane of its cell, scaled by both `f16` mantissas and shifted
+//! relative to `wbase + dbase`: Q4_K `((sumq·am)·(sc·dm << wrel_d) −
+//! (bsum·am)·(mn·nm << wrel_n)) << drel` ([`q4_k_chunk_add`]: the weight
+//! factors `< 2^17 · 2^14 < 2^31` in `i32` lanes, `sumq·am < 2^27`, then
+//! `vpmuldq`, `vpsllvq`); Q6_K `(sumi·((dm << wrel)·am)) << drel`
+//! ([`q6_k_chunk_add`]: `dm·am·2^9 < 2^31`). Each lane gathers at most
+//! eight terms over a chunk, each below `2^60`, so it stays below `2^63`
+//! (the bounds at the functions). At the chunk's end each cell's lanes
+//! are summed in `i128` and added at `2^(wbase + dbase)` ([`chunk_flush`]):
+//! one `i128` step per cell and chunk instead of one per super-block.
+//! Every shift is the sum of two `f16` shifts, at most 30 each, and is
+//! masked to `0..=63` (the same value) so that no select for wider shifts
+//! is compiled. Beyond the chunk limits (rare: a 2^15 spread within 1024
+//! elements), that tile's cells of that input row take each super-block as
+//! before: within the limit on the super-block's own `spread`
+//! ([`kquant::LIM_Q4_K`], [`kquant::LIM_Q6_K`]; [`ActTerms`]) the `i64`
+//! sums `I` (and Q4_K's `M`) of [`super::kquant`] by [`row_sums`] /
+//! [`row_sums2`] (`sc·sumq < 2^22` and `mn·bsum < 2^18` in `i32` lanes,
+//! times `am` by `vpmuldq`, shifted by `rel ≤ spread`), then per cell the
+//! portable body's `i128` step(s) (Q4_K's two as one, `(I·dm' − M·nm') <<
+//! (lo + base)` with the mantissas brought to `lo = min(dsh, nsh)`:
+//! [`q4_k_add`]); beyond it per sub-block in `i128` as there. Integer
+//! addition being associative, every cell is the portable body's integer.
+//! `tests/kernels_matmul.rs` (`kquant_chunk_limits_agree`) runs each limit
+//! at and one past its value with terms at their largest.
 //!
 //! ## Unsafe review
 //! * Every `unsafe` block is a call of a `#[target_feature]` function, made
@@ -984,11 +1005,17 @@ impl Q4kWeights {
     #[target_feature(enable = "avx512f")]
     #[inline]
     fn scale_for_chunk(&mut self, base: &[u32; TILE]) {
-        let (d, dmin) = (self.d, self.dmin);
-        let m = |v: [(i32, u32); TILE]| row_lanes(v.map(|(m, _)| m));
-        let rel =
-            |v: [(i32, u32); TILE]| row_lanes(core::array::from_fn(|r| chunk_rel(v[r], base[r])));
-        let (dm, drel, nm, nrel) = (m(d), rel(d), m(dmin), rel(dmin));
+        let (mut dm, mut drel, mut nm, mut nrel) = ([0; TILE], [0; TILE], [0; TILE], [0; TILE]);
+        for r in 0..TILE {
+            (dm[r], drel[r]) = (self.d[r].0, chunk_rel(self.d[r], base[r]));
+            (nm[r], nrel[r]) = (self.dmin[r].0, chunk_rel(self.dmin[r], base[r]));
+        }
+        let (dm, drel, nm, nrel) = (
+            row_lanes(dm),
+            row_lanes(drel),
+            row_lanes(nm),
+            row_lanes(nrel),
+        );
         for h in 0..2 {
             let scd = _mm512_sllv_epi32(_mm512_mullo_epi32(self.sc[h], dm), drel);
             let mnn = _mm512_sllv_epi32(_mm512_mullo_epi32(self.mn[h], nm), nrel);
@@ -1045,9 +1072,7 @@ fn q4_k_dots(w: &Q4kWeights, yq: &[i8; QK_K]) -> [__m512i; 2] {
 }
 
 /// One input row's `i64` super-block sums, per weight row `I` and (Q4_K)
-/// `M`, and its activation `base`: kept until the tile's `i128` steps, which
-/// run after every input row's vector work for the super-block (the chains
-/// of one input row's dots, sums and steps overlap the next row's then).
+/// `M`, and its activation `base` (the per-super-block path).
 #[derive(Clone, Copy)]
 struct SuperSums {
     i: [i64; TILE],
@@ -1154,14 +1179,19 @@ impl WeightBases {
         };
         for (r, row) in rows.iter().enumerate() {
             let (mut lo, mut hi) = (u32::MAX, 0);
-            for blk in row.chunks_exact(B).skip(b0).take(n) {
+            for b in b0..b0 + n {
                 for &o in at {
-                    let h = u16::from_le_bytes([blk[o], blk[o + 1]]);
+                    let Some(&[h0, h1]) = row.get(B * b + o..B * b + o + 2) else {
+                        continue;
+                    };
+                    let h = u16::from_le_bytes([h0, h1]);
                     w.bad[r] |= f16_nonfinite(h);
-                    let (m, sh) = f16_fixed(h);
-                    if m != 0 {
-                        (lo, hi) = (lo.min(sh), hi.max(sh));
-                    }
+                    // `f16_fixed`'s shift, without branches; a zero
+                    // mantissa (±0) takes no part.
+                    let sh = ((h >> 10) as u32 & 31).max(1) - 1;
+                    let live = h & 0x7FFF != 0;
+                    lo = lo.min(if live { sh } else { u32::MAX });
+                    hi = hi.max(if live { sh } else { 0 });
                 }
             }
             if lo != u32::MAX {
@@ -1198,18 +1228,20 @@ impl ChunkAct {
     #[target_feature(enable = "avx512f")]
     #[inline]
     fn new<const BSUM: bool>(ys: &[ActScale; 8]) -> Self {
+        // Plain loops: `map` closures were left out-of-line calls.
         let v = scale_vectors(ys);
-        let field = |off: usize, h: usize| scale_field(&v, off, h);
-        let am = [0, 1].map(|h| field(core::mem::offset_of!(ActScale, dm), h));
         let low = _mm512_set1_epi64(0xFFFF_FFFF);
-        let rel =
-            [0, 1].map(|h| _mm512_and_si512(field(core::mem::offset_of!(ActScale, drel), h), low));
-        let bam = if BSUM {
-            [0, 1]
-                .map(|h| _mm512_mullo_epi32(field(core::mem::offset_of!(ActScale, bsum), h), am[h]))
-        } else {
-            [_mm512_setzero_si512(); 2]
-        };
+        let z = _mm512_setzero_si512();
+        let (mut am, mut rel, mut bam) = ([z; 2], [z; 2], [z; 2]);
+        for h in 0..2 {
+            am[h] = scale_field(&v, core::mem::offset_of!(ActScale, dm), h);
+            let drel = scale_field(&v, core::mem::offset_of!(ActScale, drel), h);
+            rel[h] = _mm512_and_si512(drel, low);
+            if BSUM {
+                let bsum = scale_field(&v, core::mem::offset_of!(ActScale, bsum), h);
+                bam[h] = _mm512_mullo_epi32(bsum, am[h]);
+            }
+        }
         ChunkAct { am, rel, bam }
     }
 }
@@ -1249,7 +1281,7 @@ fn q4_k_chunk_add(w: &Q4kWeights, act: &ChunkAct, s: [__m512i; 2], acc: &mut [__
 #[target_feature(enable = "avx512f")]
 #[inline]
 fn chunk_flush(acc: &[__m512i; 2], w: &WeightBases, abase: u32, cells: &mut Cells, j: usize) {
-    let lanes = acc.map(|v| to_i64x8(v));
+    let lanes = [to_i64x8(acc[0]), to_i64x8(acc[1])];
     for (r, row) in cells.iter_mut().enumerate() {
         let l = &lanes[r % 2];
         let o = r / 2;
@@ -1410,6 +1442,9 @@ struct Q6kWeights {
     /// Per row: `f16_fixed(d)` and whether `d` is ±∞/NaN.
     d: [(i32, u32); TILE],
     bad: [bool; TILE],
+    /// The chunk sum's weight factor ([`Q6kWeights::scale_for_chunk`]):
+    /// per row `dm << (dsh − wbase)` in the tile's lane order.
+    dmw: __m512i,
 }
 
 /// Q6_K row `blk`'s values plus 32 for activations `64c..64c + 64` (see
@@ -1496,7 +1531,24 @@ impl Q6kWeights {
             half_sc: [_mm512_setzero_si512(); 4],
             d: [(0, 0); TILE],
             bad: [false; TILE],
+            dmw: _mm512_setzero_si512(),
         }
+    }
+
+    /// The chunk sum's weight factor [`Q6kWeights::dmw`] against the rows'
+    /// chunk bases `base` ([`WeightBases`]): `dm` shifted by at most
+    /// [`kquant::CHUNK_WLIM_Q6_K`], so that `dm·am ≤ 2047²·2^9 < 2^31`
+    /// (beyond it the tile takes the per-super-block path and this is not
+    /// used).
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn scale_for_chunk(&mut self, base: &[u32; TILE]) {
+        let (mut dm, mut rel) = ([0; TILE], [0; TILE]);
+        for r in 0..TILE {
+            (dm[r], rel[r]) = (self.d[r].0, chunk_rel(self.d[r], base[r]));
+        }
+        let (dm, rel) = (row_lanes(dm), row_lanes(rel));
+        self.dmw = _mm512_sllv_epi32(dm, rel);
     }
 
     /// Decodes the four rows' super-blocks `blks` into `self` (as
@@ -1591,9 +1643,29 @@ fn q6_k_wide(w: &Q6kWeights, s: [__m512i; 2], ys: &[ActScale; 8], cells: &mut Ce
     }
 }
 
+/// Adds one input row's super-block to its chunk sums `acc` from its
+/// scaled sub-block sums `s` ([`q6_k_dots`], `|sumi| ≤ 2·65024·128 <
+/// 2^24`): per lane `(sumi·(dm'·am)) << drel` (`vpmulld` of the
+/// [`Q6kWeights::scale_for_chunk`] factor by `am`, below 2^31, its odd
+/// rows moved down by `vpshufd`; `vpmuldq`; `vpsllvq`). Each lane gathers at most eight terms over a chunk, each at
+/// most `16646144·2047²·2^14 < 2^59.99` within [`kquant::CHUNK_LIM_Q6_K`]:
+/// the sum stays below 2^63.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn q6_k_chunk_add(w: &Q6kWeights, act: &ChunkAct, s: [__m512i; 2], acc: &mut [__m512i; 2]) {
+    for (h, sh) in s.into_iter().enumerate() {
+        let sumi = [sh, _mm512_shuffle_epi32::<0xF5>(sh)];
+        let dma = _mm512_mullo_epi32(w.dmw, act.am[h]);
+        let dma = [dma, _mm512_shuffle_epi32::<0xF5>(dma)];
+        for (p, acc) in acc.iter_mut().enumerate() {
+            let t = _mm512_sllv_epi64(_mm512_mul_epi32(sumi[p], dma[p]), act.rel[h]);
+            *acc = _mm512_add_epi64(*acc, t);
+        }
+    }
+}
+
 /// [`q4_k_tile_vnni`] for Q6_K (210-byte super-blocks; [`Q6kWeights`],
-/// [`q6_k_act`], [`q6_k_dots`], [`q6_k_sums`], [`q6_k_add`], [`q6_k_wide`]): cell
-/// `[g][r][j]` the same integers as `q6_k_row`'s.
+/// [`q6_k_chunk`]): cell `[g][r][j]` the same integers as `q6_k_row`'s.
 #[target_feature(
     enable = "avx2,bmi1,bmi2,lzcnt,avx512f,avx512cd,avx512vl,avx512dq,avx512bw,avx512vnni"
 )]
@@ -1606,32 +1678,67 @@ fn q6_k_tile_vnni<const G: usize>(
     for c in cells.iter_mut() {
         start_cells(acts, c);
     }
-    let mut b = 0;
+    let n = super_count::<210, G>(&rows);
     let mut w: [Q6kWeights; G] = core::array::from_fn(|_| Q6kWeights::zero());
-    'supers: loop {
-        for (wg, rows) in w.iter_mut().zip(&rows) {
+    let mut sums = [[[_mm512_setzero_si512(); 2]; WIDE_ACT_TILE]; G];
+    for b0 in (0..n).step_by(kquant::CHUNK_SUPERS) {
+        let supers = b0..(b0 + kquant::CHUNK_SUPERS).min(n);
+        q6_k_chunk(&rows, acts, cells, (&mut w, &mut sums), supers);
+    }
+}
+
+/// [`q4_k_chunk`] for Q6_K: per input row its activation terms once for
+/// the tiles ([`q6_k_act`]), its scaled sub-block sums with each tile's
+/// rows ([`q6_k_dots`]) added to the chunk sums ([`q6_k_chunk_add`]) or
+/// per super-block ([`q6_k_sums`] and [`q6_k_add`], beyond its limit
+/// [`q6_k_wide`]).
+#[target_feature(enable = "avx2,avx512f,avx512bw,avx512vnni")]
+#[inline]
+fn q6_k_chunk<const G: usize>(
+    rows: &[[&[u8]; TILE]; G],
+    acts: &[ActRow<'_>],
+    cells: &mut [Cells; G],
+    (w, sums): (&mut [Q6kWeights; G], &mut [ChunkSums; G]),
+    supers: core::ops::Range<usize>,
+) {
+    const LIMS: (u32, u32) = (kquant::CHUNK_WLIM_Q6_K, kquant::CHUNK_LIM_Q6_K);
+    let c = supers.start / kquant::CHUNK_SUPERS;
+    let bases: [WeightBases; G] = core::array::from_fn(|g| {
+        WeightBases::of::<210>(&rows[g], supers.start, supers.len(), &[208])
+    });
+    let fit = chunk_fits(&bases, acts, c, LIMS, sums);
+    for b in supers {
+        for ((wg, rows), base) in w.iter_mut().zip(rows).zip(&bases) {
             let Some(blks) = weight_supers::<210>(rows, b) else {
-                break 'supers;
+                return;
             };
             wg.decode(blks);
+            wg.scale_for_chunk(&base.base);
         }
-        // (Unlike Q4_K's, its one `i128` step per cell measured no faster
-        // deferred after the tile's vector work.)
         for (j, a) in acts.iter().enumerate() {
             let Some((yq, ys)) = act_super(a, b) else {
                 continue;
             };
-            let act = ActTerms::new(ys);
+            let act = ChunkAct::new::<false>(ys);
             let ym = q6_k_act(yq);
-            for (wg, cg) in w.iter().zip(cells.iter_mut()) {
+            let mut terms = None;
+            for (g, wg) in w.iter().enumerate() {
                 let s = q6_k_dots(wg, &ym);
-                if act.spread <= kquant::LIM_Q6_K {
-                    q6_k_add(wg, &q6_k_sums(&act, s), cg, j);
+                if fit[g][j].is_some() {
+                    q6_k_chunk_add(wg, &act, s, &mut sums[g][j]);
+                    continue;
+                }
+                if terms.is_none() {
+                    terms = Some(ActTerms::new(ys));
+                }
+                let Some(t) = &terms else { continue };
+                if t.spread <= kquant::LIM_Q6_K {
+                    q6_k_add(wg, &q6_k_sums(t, s), &mut cells[g], j);
                 } else {
-                    q6_k_wide(wg, s, ys, cg, j);
+                    q6_k_wide(wg, s, ys, &mut cells[g], j);
                 }
             }
         }
-        b += 1;
     }
+    flush_fits(&fit, &bases, sums, cells);
 }
