@@ -22,17 +22,20 @@
 //!
 //! Per super-block each tile's four weight rows are decoded once for every
 //! input row of the call: each row's 256 values as four 64-byte vectors laid out
-//! as the activations are (vector `c`: elements `64c..64c + 64`, sub-blocks
-//! `2c` and `2c + 1`; Q4_K: the nibbles, Q6_K: `q + 32` in `0..=63`), the
+//! as the activations are (Q6_K: vector `c` elements `64c..64c + 64`,
+//! sub-blocks `2c` and `2c + 1`, `q + 32` in `0..=63`; Q4_K: the nibbles,
+//! vector `2g + h` half `h` of sub-blocks `4g..4g + 4`), the
 //! scales in the lane order the reduction produces (lane `4(j − 4h) + r` of
 //! vector `h`: sub-block `j`, weight row `r`), and the `f16` scales. Per
 //! input row its terms are taken once for all the call's rows ([`ActTerms`]:
-//! `base`, `spread`, `am_j`, `rel_j`, `bsum_j` in that lane order), then per
-//! 64 activations one load and four `vpdpbusd` (one per weight row; each
-//! `i32` lane the sum of four products: Q4_K `≤ 4·15·127`; Q6_K, added to
-//! `−32·Σ y` of the same four activations, `|Σ q·y| ≤ 4·32·127`: no lane
-//! comes near 2^31), one reduction of the four rows' dots together
-//! ([`reduce4`], [`pair_halves`]: the sub-block sums `sumq_j` of
+//! `base`, `spread`, `am_j`, `rel_j`, `bsum_j` in that lane order), then
+//! `vpdpbusd` per weight row and 64 activations (Q6_K: each `i32` lane,
+//! added to `−32·Σ y` of the same four activations, `|Σ q·y| ≤ 4·32·127`;
+//! Q4_K, whose weights and activations are laid out with a sub-block's two
+//! halves in the same 128-bit lane of two vectors ([`q4_k_act`]), two
+//! chained: each lane `≤ 8·15·127`; no lane comes near 2^31), one
+//! reduction of the four rows' dots together ([`reduce4`], Q6_K also
+//! [`pair_halves`]: the sub-block sums `sumq_j` of
 //! `q4_5_k_sumq`, `≤ 32·15·127 < 2^16`, resp. per 16-element half
 //! `|Σ q·y| ≤ 16·32·127 < 2^16`, times the half's signed scale `< 2^23`,
 //! the two halves added: `sumi_j` of `q6_k_sumi`, `< 2^24`).
@@ -839,7 +842,7 @@ fn add_mul_shifted(sum: &mut i128, t: i64, m: i32, s: u32) {
 /// two steps of `vpackssdw` (dwords to words) and `vpmaddwd` by ones (adds
 /// each pair of words into a dword): rows 0, 1 and 2, 3 to pair sums, then
 /// those to the lane sums. Precondition (the callers'): every dword of
-/// `p` is below `2^14` in magnitude (Q4_K: `≤ 4·15·127`, Q6_K:
+/// `p` is below `2^14` in magnitude (Q4_K: `≤ 8·15·127`, Q6_K:
 /// `≤ 4·32·127`; the activations are in `-127..=127`), so that the pair
 /// sums, below `2^15`, are words and neither pack saturates: the sums are
 /// exact, as with dword adds.
@@ -912,9 +915,10 @@ fn row_sums2(x: [__m512i; 2], y: [__m512i; 2], act: &ActTerms) -> ([i64; TILE], 
 /// The four Q4_K weight rows of one super-block, decoded once for every
 /// input row of the tile.
 struct Q4kWeights {
-    /// `q[r][c]`: row `r`'s nibbles for activations `64c..64c + 64`: the
-    /// low nibbles of its 32 bytes at `16 + 32c` (sub-block `2c`), then the
-    /// high ones (`2c + 1`).
+    /// `q[r][2g + h]`: row `r`'s nibbles for half `h` (16 values) of
+    /// sub-blocks `4g..4g + 4`, one per 128-bit lane as [`q4_k_act`] lays
+    /// out the activations: sub-block `2c + k` is the low (`k = 0`) or
+    /// high nibbles of the 32 bytes at `16 + 32c`.
     q: [[__m512i; 4]; TILE],
     /// The 6-bit scales and mins `(sc, mn)` of `get_scale_min_k4`, in the
     /// tile's lane order.
@@ -1031,12 +1035,19 @@ impl Q4kWeights {
     #[inline]
     fn decode(&mut self, blks: [&[u8; 144]; TILE]) {
         let mask = _mm512_set1_epi8(0x0F);
-        let nib_shift = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4);
+        let nib_shift = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
         let (mut sc, mut mn) = ([0u64; TILE], [0u64; TILE]);
         for (r, blk) in blks.into_iter().enumerate() {
-            for (c, q) in self.q[r].iter_mut().enumerate() {
-                let v = _mm512_broadcast_i64x4(load32(blk, 16 + 32 * c));
-                *q = _mm512_and_si512(_mm512_srlv_epi64(v, nib_shift), mask);
+            // Bytes 16 + 64g.. hold 16-byte halves [2c h0, 2c h1, 2c + 1
+            // h0, 2c + 1 h1] of nibble pairs, c = 2g; each picked twice.
+            let v = [load64(blk, 16), load64(blk, 80)];
+            let q = &mut self.q[r];
+            q[0] = _mm512_shuffle_i64x2::<0xA0>(v[0], v[0]);
+            q[1] = _mm512_shuffle_i64x2::<0xF5>(v[0], v[0]);
+            q[2] = _mm512_shuffle_i64x2::<0xA0>(v[1], v[1]);
+            q[3] = _mm512_shuffle_i64x2::<0xF5>(v[1], v[1]);
+            for q in q.iter_mut() {
+                *q = _mm512_and_si512(_mm512_srlv_epi64(*q, nib_shift), mask);
             }
             (sc[r], mn[r]) = unpack_scales(&blk[4..16]);
             let (d, dmin) = (
@@ -1053,22 +1064,39 @@ impl Q4kWeights {
     }
 }
 
+/// One input row's super-block `yq` as [`q4_k_dots`] takes it, once for
+/// all the call's tiles: vector `2g + h` holds half `h` (16 activations) of
+/// sub-blocks `4g..4g + 4` in its four 128-bit lanes (two loads, four
+/// `vshufi64x2`).
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn q4_k_act(yq: &[i8; QK_K]) -> [__m512i; 4] {
+    let y: [__m512i; 4] = core::array::from_fn(|c| load64(yq, 64 * c));
+    [
+        _mm512_shuffle_i64x2::<0x88>(y[0], y[1]),
+        _mm512_shuffle_i64x2::<0xDD>(y[0], y[1]),
+        _mm512_shuffle_i64x2::<0x88>(y[2], y[3]),
+        _mm512_shuffle_i64x2::<0xDD>(y[2], y[3]),
+    ]
+}
+
 /// The four rows' sub-block sums `Σ q·y` of one input row's super-block
-/// `yq`, in the tile's lane order: per 64 activations one load and four
-/// `vpdpbusd` (nibbles `0..=15` times activations in `-127..=127`, each
-/// lane `≤ 4·15·127`), then [`reduce4`] and [`pair_halves`] (each sum
-/// `≤ 32·15·127 < 2^16`, as `q4_5_k_sumq`'s).
+/// from its [`q4_k_act`] `ya`, in the tile's lane order: per row and four
+/// sub-blocks two chained `vpdpbusd` (the two halves of each sub-block in
+/// the same 128-bit lane; nibbles `0..=15` times activations in
+/// `-127..=127`, each lane `≤ 8·15·127 < 2^14`), then [`reduce4`] (each
+/// sum `≤ 32·15·127 < 2^16`, as `q4_5_k_sumq`'s).
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 #[inline]
-fn q4_k_dots(w: &Q4kWeights, yq: &[i8; QK_K]) -> [__m512i; 2] {
+fn q4_k_dots(w: &Q4kWeights, ya: &[__m512i; 4]) -> [__m512i; 2] {
     let z = _mm512_setzero_si512();
-    let h: [__m512i; 4] = core::array::from_fn(|c| {
-        let y = load64(yq, 64 * c);
+    let dots = |t: usize| {
         reduce4(core::array::from_fn(|r| {
-            _mm512_dpbusd_epi32(z, w.q[r][c], y)
+            let first = _mm512_dpbusd_epi32(z, w.q[r][t], ya[t]);
+            _mm512_dpbusd_epi32(first, w.q[r][t + 1], ya[t + 1])
         }))
-    });
-    [pair_halves(h[0], h[1]), pair_halves(h[2], h[3])]
+    };
+    [dots(0), dots(2)]
 }
 
 /// One input row's `i64` super-block sums, per weight row `I` and (Q4_K)
@@ -1364,9 +1392,10 @@ fn q4_k_chunk<const G: usize>(
                 continue;
             };
             let act = ChunkAct::new::<true>(ys);
+            let ya = q4_k_act(yq);
             let mut terms = None;
             for (g, wg) in w.iter().enumerate() {
-                let s = q4_k_dots(wg, yq);
+                let s = q4_k_dots(wg, &ya);
                 if fit[g][j].is_some() {
                     q4_k_chunk_add(wg, &act, s, &mut sums[g][j]);
                     continue;
