@@ -25,7 +25,9 @@
 //! here only checks `dot_row` against the batched `matmul`.
 mod support;
 
-use detllm::quant::fast::kquant::TILE;
+use detllm::quant::fast::kquant::{
+    CHUNK_LIM_Q4_K, CHUNK_LIM_Q6_K, CHUNK_SUPERS, CHUNK_WLIM_Q4_K, CHUNK_WLIM_Q6_K, TILE,
+};
 use detllm::quant::fast::{
     KernelPath, ROW_GROUP, RowsRun, WIDE_GROUPS, WIDE_MIN_ROWS, rows_kernel_with,
 };
@@ -468,6 +470,102 @@ fn kquant_extreme_blocks_agree() {
             }
         }
     }
+}
+
+/// The VNNI tile's `i64` chunk sums at their limits: Q4_K and Q6_K rows
+/// at the integer extremes ([`chunk_weights`]) whose scale shifts spread
+/// `ws` binades over each chunk of four super-blocks, against activations
+/// whose block scales spread `asp` binades within each chunk, all
+/// mantissas 2047 ([`chunk_inputs`]): the weight spread at and one past
+/// `CHUNK_WLIM_*` (the `i32` weight factor), the two spreads together at
+/// and one past `CHUNK_LIM_*` (the `i64` lane, whose eight terms then
+/// pass 2^63). Within the limits the chunk sum, beyond them the
+/// per-super-block path; the reference and every path agree.
+#[test]
+fn kquant_chunk_limits_agree() {
+    let formats = [
+        (GgmlType::Q4_K, CHUNK_WLIM_Q4_K, CHUNK_LIM_Q4_K),
+        (GgmlType::Q6_K, CHUNK_WLIM_Q6_K, CHUNK_LIM_Q6_K),
+    ];
+    for (ty, wlim, lim) in formats {
+        // A whole chunk and a partial one.
+        let n_in = 256 * (CHUNK_SUPERS + 1);
+        // Rows 0..16 (four tiles), 16..36 (four tiles and one).
+        let n_out = 36;
+        let cases = [
+            (wlim, lim - wlim),
+            (wlim, lim - wlim + 1),
+            (wlim + 1, 0),
+            (wlim + 1, lim - wlim - 1),
+            (wlim - 3, lim - wlim + 3),
+            (wlim - 3, lim - wlim + 4),
+            (0, lim),
+            (0, lim + 1),
+        ];
+        for (ws, asp) in cases {
+            let wb = chunk_weights(ty, n_in, n_out, ws);
+            let w = QMatrix::new(ty, n_in, n_out, &wb).unwrap();
+            for m in [2usize, 33] {
+                let x = chunk_inputs(m, n_in, asp);
+                let [r, p, s, v2] = paths(&w, &x, m, 16);
+                assert!(r.iter().all(|c| F32::from_bits(*c).is_finite()), "{ty:?}");
+                let at = format!("{ty:?} m {m} weight spread {ws} activation spread {asp}");
+                assert_eq!(r, p, "{at} portable");
+                assert_eq!(r, s, "{at} best SIMD");
+                assert_eq!(r, v2, "{at} AVX2");
+            }
+        }
+    }
+}
+
+/// `n_out` rows of `ty` (Q4_K or Q6_K) at the integer extremes against
+/// activations all 127: Q4_K every nibble 15 and every 6-bit scale and
+/// min 63, `dmin` at shift 5 and `d` at shift `5 + ws` (so each chunk's
+/// weight spread is `ws`); Q6_K every value -32 and every scale -128, `d`
+/// at shift 5 in each chunk's first super-block and `5 + ws` in the
+/// others. Every mantissa 2047; row 2 of each three negated.
+fn chunk_weights(ty: GgmlType, n_in: usize, n_out: usize, ws: u32) -> Vec<u8> {
+    let rb = ty.row_bytes(n_in).unwrap();
+    let mut wb = vec![0u8; rb * n_out];
+    let f16_at =
+        |sh: u32, neg: bool| ((sh + 1) << 10) as u16 | 0x3FF | if neg { 0x8000 } else { 0 };
+    for (r, row) in wb.chunks_mut(rb).enumerate() {
+        let neg = r % 3 == 2;
+        for (b, blk) in row.chunks_mut(ty.type_size()).enumerate() {
+            if ty == GgmlType::Q4_K {
+                blk[0..2].copy_from_slice(&f16_at(5 + ws, neg).to_le_bytes());
+                blk[2..4].copy_from_slice(&f16_at(5, false).to_le_bytes());
+                blk[4..].fill(0xFF);
+            } else {
+                blk[0..192].fill(0x00);
+                blk[192..208].fill(0x80);
+                let sh = if b.is_multiple_of(CHUNK_SUPERS) {
+                    5
+                } else {
+                    5 + ws
+                };
+                blk[208..210].copy_from_slice(&f16_at(sh, neg).to_le_bytes());
+            }
+        }
+    }
+    wb
+}
+
+/// `m` input rows of blocks all `127·(2047/1024)·2^e` (block scale
+/// `(2047/1024)·2^e`: mantissa 2047): the first block of each super-block
+/// at `e = -12` (shift 2), the others `asp` binades above; positive.
+fn chunk_inputs(m: usize, n_in: usize, asp: u32) -> Vec<F32> {
+    (0..m * n_in)
+        .map(|i| {
+            let blk = (i % n_in) / 32;
+            let e = if blk.is_multiple_of(8) {
+                -12
+            } else {
+                -12 + asp as i32
+            };
+            F32::from_bits((127.0f32 * (2047.0 / 1024.0) * 2f32.powi(e)).to_bits())
+        })
+        .collect()
 }
 
 /// Input rows shorter than the K-quant weight rows (a `QActs` of another

@@ -46,7 +46,9 @@
 //! time in one horizontal reduction per sub-block), and `I` and `M` above
 //! in vectors — the same integers, then the same `i128` steps; on AVX-512
 //! VNNI with several input rows, one or four tiles of four weight rows by
-//! up to 32 input rows (`MultiTileFn`). That expansion is this file's only `unsafe`
+//! up to 32 input rows (`MultiTileFn`), their sums scaled in `i64` lanes
+//! over a chunk of [`CHUNK_SUPERS`] super-blocks within the `CHUNK_*`
+//! limits (bounds there). That expansion is this file's only `unsafe`
 //! (reviewed in [`crate::simd`]), so the file cannot carry
 //! `forbid(unsafe_code)`; the crate's `deny(unsafe_code)` covers the rest.
 
@@ -61,6 +63,20 @@ pub const LIM_Q4_K: u32 = 26;
 pub const LIM_Q5_K: u32 = 25;
 /// Largest activation-shift spread within a Q6_K super-block summed in `i64`.
 pub const LIM_Q6_K: u32 = 24;
+
+/// Super-blocks of one `i64` accumulation in the AVX-512 VNNI tile: one
+/// activation chunk ([`crate::quant::act::CHUNK_BLOCKS`] 32-blocks).
+pub const CHUNK_SUPERS: usize = 4;
+/// Largest spread of a Q4_K weight row's non-zero `d` and `dmin` shifts
+/// over a chunk for the VNNI tile's chunk sum (`sc·dm`, `mn·nm` shifted
+/// within an `i32`).
+pub const CHUNK_WLIM_Q4_K: u32 = 14;
+/// Largest weight plus activation shift spread of a Q4_K chunk sum.
+pub const CHUNK_LIM_Q4_K: u32 = 16;
+/// [`CHUNK_WLIM_Q4_K`] for Q6_K's `d` (`dm·am` shifted within an `i32`).
+pub const CHUNK_WLIM_Q6_K: u32 = 9;
+/// [`CHUNK_LIM_Q4_K`] for Q6_K.
+pub const CHUNK_LIM_Q6_K: u32 = 14;
 
 /// Bytes of a Q6_K super-block.
 const Q6_K_BYTES: usize = 210;

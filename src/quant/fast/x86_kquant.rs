@@ -22,34 +22,58 @@
 //!
 //! Per super-block each tile's four weight rows are decoded once for every
 //! input row of the call: each row's 256 values as four 64-byte vectors laid out
-//! as the activations are (vector `c`: elements `64c..64c + 64`, sub-blocks
-//! `2c` and `2c + 1`; Q4_K: the nibbles, Q6_K: `q + 32` in `0..=63`), the
+//! as the activations are (Q6_K: vector `c` elements `64c..64c + 64`,
+//! sub-blocks `2c` and `2c + 1`, `q + 32` in `0..=63`; Q4_K: the nibbles,
+//! vector `2g + h` half `h` of sub-blocks `4g..4g + 4`), the
 //! scales in the lane order the reduction produces (lane `4(j − 4h) + r` of
 //! vector `h`: sub-block `j`, weight row `r`), and the `f16` scales. Per
 //! input row its terms are taken once for all the call's rows ([`ActTerms`]:
-//! `base`, `spread`, `am_j`, `rel_j`, `bsum_j` in that lane order), then per
-//! 64 activations one load and four `vpdpbusd` (one per weight row; each
-//! `i32` lane the sum of four products: Q4_K `≤ 4·15·127`; Q6_K, added to
-//! `−32·Σ y` of the same four activations, `|Σ q·y| ≤ 4·32·127`: no lane
-//! comes near 2^31), one reduction of the four rows' dots together
-//! ([`reduce4`], [`pair_halves`]: the sub-block sums `sumq_j` of
+//! `base`, `spread`, `am_j`, `rel_j`, `bsum_j` in that lane order), then
+//! `vpdpbusd` per weight row and 64 activations (Q6_K: each `i32` lane,
+//! added to `−32·Σ y` of the same four activations, `|Σ q·y| ≤ 4·32·127`;
+//! Q4_K, whose weights and activations are laid out with a sub-block's two
+//! halves in the same 128-bit lane of two vectors ([`q4_k_act`]), two
+//! chained: each lane `≤ 8·15·127`; no lane comes near 2^31), one
+//! reduction of the four rows' dots together ([`reduce4`], Q6_K also
+//! [`pair_halves`]: the sub-block sums `sumq_j` of
 //! `q4_5_k_sumq`, `≤ 32·15·127 < 2^16`, resp. per 16-element half
 //! `|Σ q·y| ≤ 16·32·127 < 2^16`, times the half's signed scale `< 2^23`,
-//! the two halves added: `sumi_j` of `q6_k_sumi`, `< 2^24`), and, within the
-//! limit on `spread` ([`kquant::LIM_Q4_K`], [`kquant::LIM_Q6_K`]), the
-//! `i64` sums `I` (and Q4_K's `M`) of [`super::kquant`] by [`row_sums`] /
-//! [`row_sums2`]: `sc·sumq < 2^22` and `mn·bsum < 2^18` in `i32` lanes,
-//! times `am` (`< 2^11`) by `vpmuldq` in `i64`, shifted by `rel ≤ spread`
-//! (`vpsllvq`), each `i64` lane a partial sum of one row's terms and so
-//! below the table's `2^62`. Then per cell the portable body's `i128`
-//! step(s): Q6_K `(I·dm) << (dsh + base)`; Q4_K its two steps as one,
-//! `(I·dm' − M·nm') << (lo + base)` with the mantissas brought to `lo =
-//! min(dsh, nsh)` ([`q4_k_add`]: the same integer), after the vector work
-//! of all the tile's input rows ([`SuperSums`]). Every shift is the sum of
-//! two `f16` shifts, at most 30 each, and is masked to `0..=63` (the same
-//! value) so that no select for wider shifts is compiled. Beyond the
-//! limit, per sub-block in `i128` as there. Integer addition being
-//! associative, every cell is the portable body's integer.
+//! the two halves added: `sumi_j` of `q6_k_sumi`, `< 2^24`).
+//!
+//! The scaling runs a chunk of [`kquant::CHUNK_SUPERS`] super-blocks (one
+//! activation chunk, 1024 elements) at a time. Per tile and chunk each
+//! weight row's smallest non-zero scale shift `wbase` is found
+//! ([`WeightBases`]), and per input row its chunk's `dbase` is known
+//! (its `ChunkScale`; `drel_j = ash_j − dbase`). Where the weight spread
+//! over the chunk is within `CHUNK_WLIM` and the weight and activation
+//! spreads together within `CHUNK_LIM` ([`kquant::CHUNK_WLIM_Q4_K`] 14 /
+//! [`kquant::CHUNK_LIM_Q4_K`] 16, [`kquant::CHUNK_WLIM_Q6_K`] 9 /
+//! [`kquant::CHUNK_LIM_Q6_K`] 14), every term of every sub-block goes into
+//! an `i64` lane of its cell, scaled by both `f16` mantissas and shifted
+//! relative to `wbase + dbase`: Q4_K `((sumq·am)·(sc·dm << wrel_d) −
+//! (bsum·am)·(mn·nm << wrel_n)) << drel` ([`q4_k_chunk_add`]: the weight
+//! factors `< 2^17 · 2^14 < 2^31` in `i32` lanes, `sumq·am < 2^27`, then
+//! `vpmuldq`, `vpsllvq`); Q6_K `(sumi·((dm << wrel)·am)) << drel`
+//! ([`q6_k_chunk_add`]: `dm·am·2^9 < 2^31`). Each lane gathers at most
+//! eight terms over a chunk, each below `2^60`, so it stays below `2^63`
+//! (the bounds at the functions). At the chunk's end each cell's lanes
+//! are summed in `i128` and added at `2^(wbase + dbase)` ([`chunk_flush`]):
+//! one `i128` step per cell and chunk instead of one per super-block.
+//! Every shift is the sum of two `f16` shifts, at most 30 each, and is
+//! masked to `0..=63` (the same value) so that no select for wider shifts
+//! is compiled. Beyond the chunk limits (rare: a 2^15 spread within 1024
+//! elements), that tile's cells of that input row take each super-block as
+//! before: within the limit on the super-block's own `spread`
+//! ([`kquant::LIM_Q4_K`], [`kquant::LIM_Q6_K`]; [`ActTerms`]) the `i64`
+//! sums `I` (and Q4_K's `M`) of [`super::kquant`] by [`row_sums`] /
+//! [`row_sums2`] (`sc·sumq < 2^22` and `mn·bsum < 2^18` in `i32` lanes,
+//! times `am` by `vpmuldq`, shifted by `rel ≤ spread`), then per cell the
+//! portable body's `i128` step(s) (Q4_K's two as one, `(I·dm' − M·nm') <<
+//! (lo + base)` with the mantissas brought to `lo = min(dsh, nsh)`:
+//! [`q4_k_add`]); beyond it per sub-block in `i128` as there. Integer
+//! addition being associative, every cell is the portable body's integer.
+//! `tests/kernels_matmul.rs` (`kquant_chunk_limits_agree`) runs each limit
+//! at and one past its value with terms at their largest.
 //!
 //! ## Unsafe review
 //! * Every `unsafe` block is a call of a `#[target_feature]` function, made
@@ -70,8 +94,8 @@
 
 use super::kquant::{self, WIDE_ACT_TILE, WIDE_GROUPS};
 use crate::quant::GgmlType;
-use crate::quant::act::{ActRow, ActScale, FLAG_D_NONFINITE};
-use crate::quant::block::QK_K;
+use crate::quant::act::{ActRow, ActScale, CHUNK_BLOCKS, ChunkScale, FLAG_D_NONFINITE};
+use crate::quant::block::{QK, QK_K};
 use crate::quant::fixed::{ExactAcc, f16_fixed, f16_nonfinite};
 use crate::simd::Level;
 use core::arch::x86_64::*;
@@ -703,31 +727,8 @@ impl ActTerms {
     #[target_feature(enable = "avx512f")]
     #[inline]
     fn new(ys: &[ActScale; 8]) -> Self {
-        let bytes: &[u8] = bytemuck::bytes_of(ys);
-        let v: [__m512i; 4] = core::array::from_fn(|i| load64(bytes, 64 * i));
-        // Sub-block 4h + i is `ActScale` i % 2 of vector 2h + i / 2.
-        let field = |off: usize, h: usize| {
-            let o = dword(off);
-            let idx = _mm512_setr_epi32(
-                o,
-                o,
-                o,
-                o,
-                8 + o,
-                8 + o,
-                8 + o,
-                8 + o,
-                16 + o,
-                16 + o,
-                16 + o,
-                16 + o,
-                24 + o,
-                24 + o,
-                24 + o,
-                24 + o,
-            );
-            _mm512_permutex2var_epi32(v[2 * h], idx, v[2 * h + 1])
-        };
+        let v = scale_vectors(ys);
+        let field = |off: usize, h: usize| scale_field(&v, off, h);
         let am = [0, 1].map(|h| field(core::mem::offset_of!(ActScale, dm), h));
         let dsh = [0, 1].map(|h| field(core::mem::offset_of!(ActScale, dsh), h));
         let live = [0, 1].map(|h| _mm512_test_epi32_mask(am[h], am[h]));
@@ -769,6 +770,44 @@ impl ActTerms {
     }
 }
 
+/// The eight block scales `ys` as four 64-byte vectors (two `ActScale`s
+/// each), for [`scale_field`].
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn scale_vectors(ys: &[ActScale; 8]) -> [__m512i; 4] {
+    let bytes: &[u8] = bytemuck::bytes_of(ys);
+    core::array::from_fn(|i| load64(bytes, 64 * i))
+}
+
+/// The `ActScale` field at byte `off` of sub-blocks `4h..4h + 4` of
+/// [`scale_vectors`]' `v`, in the tile's lane order (lane `4(j − 4h) + r`:
+/// sub-block `j`'s, the same for the four weight rows `r`), by `vpermt2d`.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn scale_field(v: &[__m512i; 4], off: usize, h: usize) -> __m512i {
+    // Sub-block 4h + i is `ActScale` i % 2 of vector 2h + i / 2.
+    let o = dword(off);
+    let idx = _mm512_setr_epi32(
+        o,
+        o,
+        o,
+        o,
+        8 + o,
+        8 + o,
+        8 + o,
+        8 + o,
+        16 + o,
+        16 + o,
+        16 + o,
+        16 + o,
+        24 + o,
+        24 + o,
+        24 + o,
+        24 + o,
+    );
+    _mm512_permutex2var_epi32(v[2 * h], idx, v[2 * h + 1])
+}
+
 /// `op` (`vpminud`, `vpmaxud`) over the four 128-bit lanes of `v`, whose
 /// four dwords within a lane are equal (the tile's lane order repeats each
 /// sub-block's term for the four weight rows): two steps, not the four of a
@@ -803,7 +842,7 @@ fn add_mul_shifted(sum: &mut i128, t: i64, m: i32, s: u32) {
 /// two steps of `vpackssdw` (dwords to words) and `vpmaddwd` by ones (adds
 /// each pair of words into a dword): rows 0, 1 and 2, 3 to pair sums, then
 /// those to the lane sums. Precondition (the callers'): every dword of
-/// `p` is below `2^14` in magnitude (Q4_K: `≤ 4·15·127`, Q6_K:
+/// `p` is below `2^14` in magnitude (Q4_K: `≤ 8·15·127`, Q6_K:
 /// `≤ 4·32·127`; the activations are in `-127..=127`), so that the pair
 /// sums, below `2^15`, are words and neither pack saturates: the sums are
 /// exact, as with dword adds.
@@ -876,9 +915,10 @@ fn row_sums2(x: [__m512i; 2], y: [__m512i; 2], act: &ActTerms) -> ([i64; TILE], 
 /// The four Q4_K weight rows of one super-block, decoded once for every
 /// input row of the tile.
 struct Q4kWeights {
-    /// `q[r][c]`: row `r`'s nibbles for activations `64c..64c + 64`: the
-    /// low nibbles of its 32 bytes at `16 + 32c` (sub-block `2c`), then the
-    /// high ones (`2c + 1`).
+    /// `q[r][2g + h]`: row `r`'s nibbles for half `h` (16 values) of
+    /// sub-blocks `4g..4g + 4`, one per 128-bit lane as [`q4_k_act`] lays
+    /// out the activations: sub-block `2c + k` is the low (`k = 0`) or
+    /// high nibbles of the 32 bytes at `16 + 32c`.
     q: [[__m512i; 4]; TILE],
     /// The 6-bit scales and mins `(sc, mn)` of `get_scale_min_k4`, in the
     /// tile's lane order.
@@ -894,6 +934,11 @@ struct Q4kWeights {
     /// (each `< 2^11 · 2^30`, exact in `i64`), so that a cell's two `i128`
     /// steps are one: `(I·dm' − M·nm') << (lo + base)`.
     joint: [(i64, i64, u32); TILE],
+    /// The chunk sum's weight factors ([`Q4kWeights::scale_for_chunk`]), per
+    /// half `h` as lanes `[even rows, odd rows moved down]`: `sc·dm <<
+    /// (dsh − wbase)` and `mn·nm << (nsh − wbase)`.
+    scd: [[__m512i; 2]; 2],
+    mnn: [[__m512i; 2]; 2],
 }
 
 /// The eight 6-bit scales and the eight mins of Q4_K's 12 packed bytes
@@ -951,6 +996,35 @@ impl Q4kWeights {
             dmin: [(0, 0); TILE],
             bad: [false; TILE],
             joint: [(0, 0, 0); TILE],
+            scd: [[_mm512_setzero_si512(); 2]; 2],
+            mnn: [[_mm512_setzero_si512(); 2]; 2],
+        }
+    }
+
+    /// The chunk sum's weight factors [`Q4kWeights::scd`] and
+    /// [`Q4kWeights::mnn`] against the rows' chunk bases `base`
+    /// ([`WeightBases`]): `sc·dm < 63·2047 < 2^17` shifted by at most
+    /// [`kquant::CHUNK_WLIM_Q4_K`] stays below 2^31 (beyond it the tile
+    /// takes the per-super-block path and these are not used).
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn scale_for_chunk(&mut self, base: &[u32; TILE]) {
+        let (mut dm, mut drel, mut nm, mut nrel) = ([0; TILE], [0; TILE], [0; TILE], [0; TILE]);
+        for r in 0..TILE {
+            (dm[r], drel[r]) = (self.d[r].0, chunk_rel(self.d[r], base[r]));
+            (nm[r], nrel[r]) = (self.dmin[r].0, chunk_rel(self.dmin[r], base[r]));
+        }
+        let (dm, drel, nm, nrel) = (
+            row_lanes(dm),
+            row_lanes(drel),
+            row_lanes(nm),
+            row_lanes(nrel),
+        );
+        for h in 0..2 {
+            let scd = _mm512_sllv_epi32(_mm512_mullo_epi32(self.sc[h], dm), drel);
+            let mnn = _mm512_sllv_epi32(_mm512_mullo_epi32(self.mn[h], nm), nrel);
+            self.scd[h] = [scd, _mm512_shuffle_epi32::<0xF5>(scd)];
+            self.mnn[h] = [mnn, _mm512_shuffle_epi32::<0xF5>(mnn)];
         }
     }
 
@@ -961,12 +1035,19 @@ impl Q4kWeights {
     #[inline]
     fn decode(&mut self, blks: [&[u8; 144]; TILE]) {
         let mask = _mm512_set1_epi8(0x0F);
-        let nib_shift = _mm512_setr_epi64(0, 0, 0, 0, 4, 4, 4, 4);
+        let nib_shift = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
         let (mut sc, mut mn) = ([0u64; TILE], [0u64; TILE]);
         for (r, blk) in blks.into_iter().enumerate() {
-            for (c, q) in self.q[r].iter_mut().enumerate() {
-                let v = _mm512_broadcast_i64x4(load32(blk, 16 + 32 * c));
-                *q = _mm512_and_si512(_mm512_srlv_epi64(v, nib_shift), mask);
+            // Bytes 16 + 64g.. hold 16-byte halves [2c h0, 2c h1, 2c + 1
+            // h0, 2c + 1 h1] of nibble pairs, c = 2g; each picked twice.
+            let v = [load64(blk, 16), load64(blk, 80)];
+            let q = &mut self.q[r];
+            q[0] = _mm512_shuffle_i64x2::<0xA0>(v[0], v[0]);
+            q[1] = _mm512_shuffle_i64x2::<0xF5>(v[0], v[0]);
+            q[2] = _mm512_shuffle_i64x2::<0xA0>(v[1], v[1]);
+            q[3] = _mm512_shuffle_i64x2::<0xF5>(v[1], v[1]);
+            for q in q.iter_mut() {
+                *q = _mm512_and_si512(_mm512_srlv_epi64(*q, nib_shift), mask);
             }
             (sc[r], mn[r]) = unpack_scales(&blk[4..16]);
             let (d, dmin) = (
@@ -983,28 +1064,43 @@ impl Q4kWeights {
     }
 }
 
+/// One input row's super-block `yq` as [`q4_k_dots`] takes it, once for
+/// all the call's tiles: vector `2g + h` holds half `h` (16 activations) of
+/// sub-blocks `4g..4g + 4` in its four 128-bit lanes (two loads, four
+/// `vshufi64x2`).
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn q4_k_act(yq: &[i8; QK_K]) -> [__m512i; 4] {
+    let y: [__m512i; 4] = core::array::from_fn(|c| load64(yq, 64 * c));
+    [
+        _mm512_shuffle_i64x2::<0x88>(y[0], y[1]),
+        _mm512_shuffle_i64x2::<0xDD>(y[0], y[1]),
+        _mm512_shuffle_i64x2::<0x88>(y[2], y[3]),
+        _mm512_shuffle_i64x2::<0xDD>(y[2], y[3]),
+    ]
+}
+
 /// The four rows' sub-block sums `Σ q·y` of one input row's super-block
-/// `yq`, in the tile's lane order: per 64 activations one load and four
-/// `vpdpbusd` (nibbles `0..=15` times activations in `-127..=127`, each
-/// lane `≤ 4·15·127`), then [`reduce4`] and [`pair_halves`] (each sum
-/// `≤ 32·15·127 < 2^16`, as `q4_5_k_sumq`'s).
+/// from its [`q4_k_act`] `ya`, in the tile's lane order: per row and four
+/// sub-blocks two chained `vpdpbusd` (the two halves of each sub-block in
+/// the same 128-bit lane; nibbles `0..=15` times activations in
+/// `-127..=127`, each lane `≤ 8·15·127 < 2^14`), then [`reduce4`] (each
+/// sum `≤ 32·15·127 < 2^16`, as `q4_5_k_sumq`'s).
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 #[inline]
-fn q4_k_dots(w: &Q4kWeights, yq: &[i8; QK_K]) -> [__m512i; 2] {
+fn q4_k_dots(w: &Q4kWeights, ya: &[__m512i; 4]) -> [__m512i; 2] {
     let z = _mm512_setzero_si512();
-    let h: [__m512i; 4] = core::array::from_fn(|c| {
-        let y = load64(yq, 64 * c);
+    let dots = |t: usize| {
         reduce4(core::array::from_fn(|r| {
-            _mm512_dpbusd_epi32(z, w.q[r][c], y)
+            let first = _mm512_dpbusd_epi32(z, w.q[r][t], ya[t]);
+            _mm512_dpbusd_epi32(first, w.q[r][t + 1], ya[t + 1])
         }))
-    });
-    [pair_halves(h[0], h[1]), pair_halves(h[2], h[3])]
+    };
+    [dots(0), dots(2)]
 }
 
 /// One input row's `i64` super-block sums, per weight row `I` and (Q4_K)
-/// `M`, and its activation `base`: kept until the tile's `i128` steps, which
-/// run after every input row's vector work for the super-block (the chains
-/// of one input row's dots, sums and steps overlap the next row's then).
+/// `M`, and its activation `base` (the per-super-block path).
 #[derive(Clone, Copy)]
 struct SuperSums {
     i: [i64; TILE],
@@ -1067,17 +1163,169 @@ fn q4_k_wide(w: &Q4kWeights, s: [__m512i; 2], ys: &[ActScale; 8], cells: &mut Ce
     }
 }
 
+/// Four per-row values in the tile's lane order (lane `4i + r`: row `r`'s).
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn row_lanes(v: [i32; TILE]) -> __m512i {
+    _mm512_broadcast_i32x4(_mm_setr_epi32(v[0], v[1], v[2], v[3]))
+}
+
+/// A weight scale's shift `(mant, sh)` above its row's chunk base (0 for
+/// a zero mantissa, whose terms are zero).
+#[inline(always)]
+fn chunk_rel((m, sh): (i32, u32), base: u32) -> i32 {
+    if m != 0 {
+        sh.wrapping_sub(base) as i32
+    } else {
+        0
+    }
+}
+
+// A chunk of super-blocks is one activation chunk: `drel` and `ChunkScale`
+// are relative to it.
+const _: () = assert!(kquant::CHUNK_SUPERS * QK_K == CHUNK_BLOCKS * QK);
+
+/// One tile's weight rows over one chunk of up to [`kquant::CHUNK_SUPERS`]
+/// super-blocks: per row the smallest shift of its non-zero `f16` scales
+/// (`base`), the largest spread above it over the rows (`spread`), and
+/// whether a scale is ±∞/NaN (`bad`).
+#[derive(Clone, Copy)]
+struct WeightBases {
+    base: [u32; TILE],
+    spread: u32,
+    bad: [bool; TILE],
+}
+
+impl WeightBases {
+    /// The bases of super-blocks `b0..b0 + n` (`B` bytes each) of `rows`,
+    /// from the `f16` scales at byte offsets `at` of each super-block.
+    fn of<const B: usize>(rows: &[&[u8]; TILE], b0: usize, n: usize, at: &[usize]) -> Self {
+        let mut w = WeightBases {
+            base: [0; TILE],
+            spread: 0,
+            bad: [false; TILE],
+        };
+        for (r, row) in rows.iter().enumerate() {
+            let (mut lo, mut hi) = (u32::MAX, 0);
+            for b in b0..b0 + n {
+                for &o in at {
+                    let Some(&[h0, h1]) = row.get(B * b + o..B * b + o + 2) else {
+                        continue;
+                    };
+                    let h = u16::from_le_bytes([h0, h1]);
+                    w.bad[r] |= f16_nonfinite(h);
+                    // `f16_fixed`'s shift, without branches; a zero
+                    // mantissa (±0) takes no part.
+                    let sh = ((h >> 10) as u32 & 31).max(1) - 1;
+                    let live = h & 0x7FFF != 0;
+                    lo = lo.min(if live { sh } else { u32::MAX });
+                    hi = hi.max(if live { sh } else { 0 });
+                }
+            }
+            if lo != u32::MAX {
+                w.base[r] = lo;
+                w.spread = w.spread.max(hi - lo);
+            }
+        }
+        w
+    }
+
+    /// Whether input row `a`'s chunk `c` takes the chunk sum with these
+    /// rows: its [`ChunkScale`] is there (the activation shifts lie in
+    /// `dbase ..= dbase + dspread`, `drel` above `dbase`), the weight
+    /// spread is within `wlim` and the two spreads together within `lim`.
+    fn fits(&self, a: &ActRow<'_>, c: usize, (wlim, lim): (u32, u32)) -> Option<ChunkScale> {
+        let ch = *a.ch.get(c)?;
+        (self.spread <= wlim && ch.dspread <= lim - self.spread).then_some(ch)
+    }
+}
+
+/// One input row's terms of one super-block for the chunk sum, in the
+/// tile's lane order: the mantissas `am_j`; `drel_j` (the shift above the
+/// chunk's `dbase`) as `vpsllvq` counts (the low dword of each `i64`
+/// lane; the same for its two rows); Q4_K's `bsum_j·am_j` (`≤ 4064·2047
+/// < 2^23`).
+struct ChunkAct {
+    am: [__m512i; 2],
+    rel: [__m512i; 2],
+    bam: [__m512i; 2],
+}
+
+impl ChunkAct {
+    /// The terms of the eight block scales `ys` (`BSUM`: with `bsum·am`).
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn new<const BSUM: bool>(ys: &[ActScale; 8]) -> Self {
+        // Plain loops: `map` closures were left out-of-line calls.
+        let v = scale_vectors(ys);
+        let low = _mm512_set1_epi64(0xFFFF_FFFF);
+        let z = _mm512_setzero_si512();
+        let (mut am, mut rel, mut bam) = ([z; 2], [z; 2], [z; 2]);
+        for h in 0..2 {
+            am[h] = scale_field(&v, core::mem::offset_of!(ActScale, dm), h);
+            let drel = scale_field(&v, core::mem::offset_of!(ActScale, drel), h);
+            rel[h] = _mm512_and_si512(drel, low);
+            if BSUM {
+                let bsum = scale_field(&v, core::mem::offset_of!(ActScale, bsum), h);
+                bam[h] = _mm512_mullo_epi32(bsum, am[h]);
+            }
+        }
+        ChunkAct { am, rel, bam }
+    }
+}
+
+/// A cell group's chunk sums: per input row, `[even rows, odd rows]`, one
+/// `i64` lane per (sub-block pair, row): lane `i` of `[p]` is row
+/// `2(i % 2) + p`'s.
+type ChunkSums = [[__m512i; 2]; WIDE_ACT_TILE];
+
+/// Adds one input row's super-block to its chunk sums `acc` from its
+/// sub-block sums `s` ([`q4_k_dots`]): per lane `((sumq·am)·(sc·dm') −
+/// (bsum·am)·(mn·nm')) << drel` (`vpmulld`: `sumq·am ≤ 60960·2047 <
+/// 2^27`; `vpmuldq` by the [`Q4kWeights::scale_for_chunk`] factors; `vpsllvq`).
+/// Each lane gathers at most eight terms over a chunk (two sub-blocks a
+/// super-block), each at most `(60960·63·2047² + 4064·63·2047²)·2^16 <
+/// 2^59.97` within [`kquant::CHUNK_LIM_Q4_K`]: the sum stays below 2^63.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn q4_k_chunk_add(w: &Q4kWeights, act: &ChunkAct, s: [__m512i; 2], acc: &mut [__m512i; 2]) {
+    for (h, sh) in s.into_iter().enumerate() {
+        let u = _mm512_mullo_epi32(sh, act.am[h]);
+        let u = [u, _mm512_shuffle_epi32::<0xF5>(u)];
+        for (p, acc) in acc.iter_mut().enumerate() {
+            let d = _mm512_mul_epi32(u[p], w.scd[h][p]);
+            let m = _mm512_mul_epi32(act.bam[h], w.mnn[h][p]);
+            let t = _mm512_sllv_epi64(_mm512_sub_epi64(d, m), act.rel[h]);
+            *acc = _mm512_add_epi64(*acc, t);
+        }
+    }
+}
+
+/// Input row `j`'s chunk sums `acc` added to its four cells: each row's
+/// four lanes summed in `i128` (not `i64`: each lane is bounded, not
+/// their sum) and shifted by the row's weight base plus the chunk's
+/// activation base `abase` (at most 29 + 29); the cells are non-finite
+/// where a row's scale was.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn chunk_flush(acc: &[__m512i; 2], w: &WeightBases, abase: u32, cells: &mut Cells, j: usize) {
+    let lanes = [to_i64x8(acc[0]), to_i64x8(acc[1])];
+    for (r, row) in cells.iter_mut().enumerate() {
+        let l = &lanes[r % 2];
+        let o = r / 2;
+        let t = l[o] as i128 + l[o + 2] as i128 + l[o + 4] as i128 + l[o + 6] as i128;
+        let c = &mut row[j];
+        c.nonfinite |= w.bad[r];
+        c.sum += shl63(t, w.base[r] + abase);
+    }
+}
+
 /// The Q4_K tile: `G` tiles of four weight rows (whole 144-byte
 /// super-blocks, all the same length) against up to [`WIDE_ACT_TILE`]
 /// input rows `acts` (each with its `qs` and `sc` as long as the rows),
 /// cell `[g][r][j]` the same integers as [`super::kquant`]'s `q4_k_row` of
-/// row `r` of tile `g` and input `j`.
-///
-/// Per super-block the weight rows are decoded once ([`Q4kWeights`]); per
-/// input row its terms are taken once for the `G` tiles ([`ActTerms`]),
-/// its dots with each tile's four rows reduced together ([`q4_k_dots`])
-/// and scaled exactly ([`q4_k_sums`], [`q4_k_add`]; beyond the limit
-/// [`q4_k_wide`]).
+/// row `r` of tile `g` and input `j`: chunk by chunk of
+/// [`kquant::CHUNK_SUPERS`] super-blocks ([`q4_k_chunk`]).
 #[target_feature(
     enable = "avx2,bmi1,bmi2,lzcnt,avx512f,avx512cd,avx512vl,avx512dq,avx512bw,avx512vnni"
 )]
@@ -1090,38 +1338,121 @@ fn q4_k_tile_vnni<const G: usize>(
     for c in cells.iter_mut() {
         start_cells(acts, c);
     }
-    let mut b = 0;
+    let n = super_count::<144, G>(&rows);
     let mut w: [Q4kWeights; G] = core::array::from_fn(|_| Q4kWeights::zero());
-    'supers: loop {
-        for (wg, rows) in w.iter_mut().zip(&rows) {
+    let mut sums = [[[_mm512_setzero_si512(); 2]; WIDE_ACT_TILE]; G];
+    for b0 in (0..n).step_by(kquant::CHUNK_SUPERS) {
+        let supers = b0..(b0 + kquant::CHUNK_SUPERS).min(n);
+        q4_k_chunk(&rows, acts, cells, (&mut w, &mut sums), supers);
+    }
+}
+
+/// Whole super-blocks every weight row of the call has.
+fn super_count<const B: usize, const G: usize>(rows: &[[&[u8]; TILE]; G]) -> usize {
+    rows.as_flattened()
+        .iter()
+        .map(|r| r.len() / B)
+        .min()
+        .unwrap_or(0)
+}
+
+/// The Q4_K tile's super-blocks `supers` (one chunk): per super-block the
+/// weight rows decoded once ([`Q4kWeights`], with their chunk factors),
+/// per input row its dots with each tile's four rows reduced together
+/// ([`q4_k_dots`]) and, where the chunk's spreads allow
+/// ([`WeightBases::fits`]), added to the cells' `i64` chunk sums
+/// ([`q4_k_chunk_add`]), which end in one `i128` step per cell
+/// ([`chunk_flush`]); elsewhere per super-block as `q4_5_k_row_with`
+/// does ([`q4_k_sums`] and [`q4_k_add`], beyond its limit [`q4_k_wide`]).
+#[target_feature(enable = "avx2,avx512f,avx512bw,avx512vnni")]
+#[inline]
+fn q4_k_chunk<const G: usize>(
+    rows: &[[&[u8]; TILE]; G],
+    acts: &[ActRow<'_>],
+    cells: &mut [Cells; G],
+    (w, sums): (&mut [Q4kWeights; G], &mut [ChunkSums; G]),
+    supers: core::ops::Range<usize>,
+) {
+    const LIMS: (u32, u32) = (kquant::CHUNK_WLIM_Q4_K, kquant::CHUNK_LIM_Q4_K);
+    let c = supers.start / kquant::CHUNK_SUPERS;
+    let bases: [WeightBases; G] = core::array::from_fn(|g| {
+        WeightBases::of::<144>(&rows[g], supers.start, supers.len(), &[0, 2])
+    });
+    let fit = chunk_fits(&bases, acts, c, LIMS, sums);
+    for b in supers {
+        for ((wg, rows), base) in w.iter_mut().zip(rows).zip(&bases) {
             let Some(blks) = weight_supers::<144>(rows, b) else {
-                break 'supers;
+                return;
             };
             wg.decode(blks);
+            wg.scale_for_chunk(&base.base);
         }
-        let mut pending = [[None; WIDE_ACT_TILE]; G];
         for (j, a) in acts.iter().enumerate() {
             let Some((yq, ys)) = act_super(a, b) else {
                 continue;
             };
-            let act = ActTerms::new(ys);
-            for ((wg, cg), pg) in w.iter().zip(cells.iter_mut()).zip(&mut pending) {
-                let s = q4_k_dots(wg, yq);
-                if act.spread <= kquant::LIM_Q4_K {
-                    pg[j] = Some(q4_k_sums(wg, &act, s));
+            let act = ChunkAct::new::<true>(ys);
+            let ya = q4_k_act(yq);
+            let mut terms = None;
+            for (g, wg) in w.iter().enumerate() {
+                let s = q4_k_dots(wg, &ya);
+                if fit[g][j].is_some() {
+                    q4_k_chunk_add(wg, &act, s, &mut sums[g][j]);
+                    continue;
+                }
+                if terms.is_none() {
+                    terms = Some(ActTerms::new(ys));
+                }
+                let Some(t) = &terms else { continue };
+                if t.spread <= kquant::LIM_Q4_K {
+                    q4_k_add(wg, &q4_k_sums(wg, t, s), &mut cells[g], j);
                 } else {
-                    q4_k_wide(wg, s, ys, cg, j);
+                    q4_k_wide(wg, s, ys, &mut cells[g], j);
                 }
             }
         }
-        for ((wg, cg), pg) in w.iter().zip(cells.iter_mut()).zip(&pending) {
-            for (j, p) in pg.iter().enumerate() {
-                if let Some(p) = p {
-                    q4_k_add(wg, p, cg, j);
-                }
+    }
+    flush_fits(&fit, &bases, sums, cells);
+}
+
+/// Per tile and input row, the chunk `c`'s [`ChunkScale`] where the chunk
+/// sum takes the cells ([`WeightBases::fits`] with the format's limits
+/// `lims`), their `sums` zeroed; `None` where the cells go per
+/// super-block.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn chunk_fits<const G: usize>(
+    bases: &[WeightBases; G],
+    acts: &[ActRow<'_>],
+    c: usize,
+    lims: (u32, u32),
+    sums: &mut [ChunkSums; G],
+) -> [[Option<ChunkScale>; WIDE_ACT_TILE]; G] {
+    let mut fit = [[None; WIDE_ACT_TILE]; G];
+    for ((fg, base), sg) in fit.iter_mut().zip(bases).zip(sums.iter_mut()) {
+        for ((f, a), s) in fg.iter_mut().zip(acts).zip(sg.iter_mut()) {
+            *f = base.fits(a, c, lims);
+            *s = [_mm512_setzero_si512(); 2];
+        }
+    }
+    fit
+}
+
+/// [`chunk_flush`] of every cell the chunk sum took ([`chunk_fits`]).
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn flush_fits<const G: usize>(
+    fit: &[[Option<ChunkScale>; WIDE_ACT_TILE]; G],
+    bases: &[WeightBases; G],
+    sums: &[ChunkSums; G],
+    cells: &mut [Cells; G],
+) {
+    for (((fg, base), sg), cg) in fit.iter().zip(bases).zip(sums).zip(cells.iter_mut()) {
+        for (j, (f, s)) in fg.iter().zip(sg).enumerate() {
+            if let Some(ch) = f {
+                chunk_flush(s, base, ch.dbase, cg, j);
             }
         }
-        b += 1;
     }
 }
 
@@ -1140,6 +1471,9 @@ struct Q6kWeights {
     /// Per row: `f16_fixed(d)` and whether `d` is ±∞/NaN.
     d: [(i32, u32); TILE],
     bad: [bool; TILE],
+    /// The chunk sum's weight factor ([`Q6kWeights::scale_for_chunk`]):
+    /// per row `dm << (dsh − wbase)` in the tile's lane order.
+    dmw: __m512i,
 }
 
 /// Q6_K row `blk`'s values plus 32 for activations `64c..64c + 64` (see
@@ -1226,7 +1560,24 @@ impl Q6kWeights {
             half_sc: [_mm512_setzero_si512(); 4],
             d: [(0, 0); TILE],
             bad: [false; TILE],
+            dmw: _mm512_setzero_si512(),
         }
+    }
+
+    /// The chunk sum's weight factor [`Q6kWeights::dmw`] against the rows'
+    /// chunk bases `base` ([`WeightBases`]): `dm` shifted by at most
+    /// [`kquant::CHUNK_WLIM_Q6_K`], so that `dm·am ≤ 2047²·2^9 < 2^31`
+    /// (beyond it the tile takes the per-super-block path and this is not
+    /// used).
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn scale_for_chunk(&mut self, base: &[u32; TILE]) {
+        let (mut dm, mut rel) = ([0; TILE], [0; TILE]);
+        for r in 0..TILE {
+            (dm[r], rel[r]) = (self.d[r].0, chunk_rel(self.d[r], base[r]));
+        }
+        let (dm, rel) = (row_lanes(dm), row_lanes(rel));
+        self.dmw = _mm512_sllv_epi32(dm, rel);
     }
 
     /// Decodes the four rows' super-blocks `blks` into `self` (as
@@ -1321,9 +1672,29 @@ fn q6_k_wide(w: &Q6kWeights, s: [__m512i; 2], ys: &[ActScale; 8], cells: &mut Ce
     }
 }
 
+/// Adds one input row's super-block to its chunk sums `acc` from its
+/// scaled sub-block sums `s` ([`q6_k_dots`], `|sumi| ≤ 2·65024·128 <
+/// 2^24`): per lane `(sumi·(dm'·am)) << drel` (`vpmulld` of the
+/// [`Q6kWeights::scale_for_chunk`] factor by `am`, below 2^31, its odd
+/// rows moved down by `vpshufd`; `vpmuldq`; `vpsllvq`). Each lane gathers at most eight terms over a chunk, each at
+/// most `16646144·2047²·2^14 < 2^59.99` within [`kquant::CHUNK_LIM_Q6_K`]:
+/// the sum stays below 2^63.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn q6_k_chunk_add(w: &Q6kWeights, act: &ChunkAct, s: [__m512i; 2], acc: &mut [__m512i; 2]) {
+    for (h, sh) in s.into_iter().enumerate() {
+        let sumi = [sh, _mm512_shuffle_epi32::<0xF5>(sh)];
+        let dma = _mm512_mullo_epi32(w.dmw, act.am[h]);
+        let dma = [dma, _mm512_shuffle_epi32::<0xF5>(dma)];
+        for (p, acc) in acc.iter_mut().enumerate() {
+            let t = _mm512_sllv_epi64(_mm512_mul_epi32(sumi[p], dma[p]), act.rel[h]);
+            *acc = _mm512_add_epi64(*acc, t);
+        }
+    }
+}
+
 /// [`q4_k_tile_vnni`] for Q6_K (210-byte super-blocks; [`Q6kWeights`],
-/// [`q6_k_act`], [`q6_k_dots`], [`q6_k_sums`], [`q6_k_add`], [`q6_k_wide`]): cell
-/// `[g][r][j]` the same integers as `q6_k_row`'s.
+/// [`q6_k_chunk`]): cell `[g][r][j]` the same integers as `q6_k_row`'s.
 #[target_feature(
     enable = "avx2,bmi1,bmi2,lzcnt,avx512f,avx512cd,avx512vl,avx512dq,avx512bw,avx512vnni"
 )]
@@ -1336,32 +1707,67 @@ fn q6_k_tile_vnni<const G: usize>(
     for c in cells.iter_mut() {
         start_cells(acts, c);
     }
-    let mut b = 0;
+    let n = super_count::<210, G>(&rows);
     let mut w: [Q6kWeights; G] = core::array::from_fn(|_| Q6kWeights::zero());
-    'supers: loop {
-        for (wg, rows) in w.iter_mut().zip(&rows) {
+    let mut sums = [[[_mm512_setzero_si512(); 2]; WIDE_ACT_TILE]; G];
+    for b0 in (0..n).step_by(kquant::CHUNK_SUPERS) {
+        let supers = b0..(b0 + kquant::CHUNK_SUPERS).min(n);
+        q6_k_chunk(&rows, acts, cells, (&mut w, &mut sums), supers);
+    }
+}
+
+/// [`q4_k_chunk`] for Q6_K: per input row its activation terms once for
+/// the tiles ([`q6_k_act`]), its scaled sub-block sums with each tile's
+/// rows ([`q6_k_dots`]) added to the chunk sums ([`q6_k_chunk_add`]) or
+/// per super-block ([`q6_k_sums`] and [`q6_k_add`], beyond its limit
+/// [`q6_k_wide`]).
+#[target_feature(enable = "avx2,avx512f,avx512bw,avx512vnni")]
+#[inline]
+fn q6_k_chunk<const G: usize>(
+    rows: &[[&[u8]; TILE]; G],
+    acts: &[ActRow<'_>],
+    cells: &mut [Cells; G],
+    (w, sums): (&mut [Q6kWeights; G], &mut [ChunkSums; G]),
+    supers: core::ops::Range<usize>,
+) {
+    const LIMS: (u32, u32) = (kquant::CHUNK_WLIM_Q6_K, kquant::CHUNK_LIM_Q6_K);
+    let c = supers.start / kquant::CHUNK_SUPERS;
+    let bases: [WeightBases; G] = core::array::from_fn(|g| {
+        WeightBases::of::<210>(&rows[g], supers.start, supers.len(), &[208])
+    });
+    let fit = chunk_fits(&bases, acts, c, LIMS, sums);
+    for b in supers {
+        for ((wg, rows), base) in w.iter_mut().zip(rows).zip(&bases) {
             let Some(blks) = weight_supers::<210>(rows, b) else {
-                break 'supers;
+                return;
             };
             wg.decode(blks);
+            wg.scale_for_chunk(&base.base);
         }
-        // (Unlike Q4_K's, its one `i128` step per cell measured no faster
-        // deferred after the tile's vector work.)
         for (j, a) in acts.iter().enumerate() {
             let Some((yq, ys)) = act_super(a, b) else {
                 continue;
             };
-            let act = ActTerms::new(ys);
+            let act = ChunkAct::new::<false>(ys);
             let ym = q6_k_act(yq);
-            for (wg, cg) in w.iter().zip(cells.iter_mut()) {
+            let mut terms = None;
+            for (g, wg) in w.iter().enumerate() {
                 let s = q6_k_dots(wg, &ym);
-                if act.spread <= kquant::LIM_Q6_K {
-                    q6_k_add(wg, &q6_k_sums(&act, s), cg, j);
+                if fit[g][j].is_some() {
+                    q6_k_chunk_add(wg, &act, s, &mut sums[g][j]);
+                    continue;
+                }
+                if terms.is_none() {
+                    terms = Some(ActTerms::new(ys));
+                }
+                let Some(t) = &terms else { continue };
+                if t.spread <= kquant::LIM_Q6_K {
+                    q6_k_add(wg, &q6_k_sums(t, s), &mut cells[g], j);
                 } else {
-                    q6_k_wide(wg, s, ys, cg, j);
+                    q6_k_wide(wg, s, ys, &mut cells[g], j);
                 }
             }
         }
-        b += 1;
     }
+    flush_fits(&fit, &bases, sums, cells);
 }
