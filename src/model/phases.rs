@@ -542,12 +542,11 @@ fn head_cols(row: KvSlice<'_>, first: usize, n: usize) -> KvSlice<'_> {
     }
 }
 
-/// `x[r] += b` for every row `r` of `x`.
+/// `x[r] += b` for every row `r` of `x` (by [`kernels::add_assign`], the
+/// same `+` in vector lanes).
 fn add_bias(x: &mut [F32], b: &[F32]) {
     for row in x.chunks_exact_mut(b.len().max(1)) {
-        for (xi, &bi) in row.iter_mut().zip(b) {
-            *xi = *xi + bi;
-        }
+        kernels::add_assign(row, b);
     }
 }
 
