@@ -268,6 +268,42 @@ proptest! {
     }
 }
 
+/// Input rows holding ±∞ or NaN (a non-finite activation scale) among
+/// finite ones, for the blocked formats in tiles the wide kernel takes
+/// (13 and 33 input rows; one chunk and three): those rows' cells are NaN
+/// on every path, the others equal the reference (no rounded row of the
+/// wide kernel stands for a row whose scale is not finite).
+#[test]
+fn non_finite_input_rows_give_nan_cells() {
+    for ty in [GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q8_0] {
+        for kb in [20usize, 70] {
+            let (n_in, n_out) = (32 * kb, 32);
+            let mut rng = Rng(kb as u64);
+            let wb = weights(&mut rng, ty, n_in, n_out, false);
+            let w = QMatrix::new(ty, n_in, n_out, &wb).unwrap();
+            for m in [13usize, 33] {
+                let mut x = inputs(&mut rng, m, n_in, false);
+                let bad_rows = [1, m - 2];
+                for (k, &r) in bad_rows.iter().enumerate() {
+                    let v = [F32::INFINITY, F32::NAN][k];
+                    x[r * n_in + (7 + 32 * k) % n_in] = v;
+                }
+                let [r, p, s, v2] = paths(&w, &x, m, n_out / 2);
+                let at = format!("{ty:?} kb {kb} m {m}");
+                assert_eq!(r, p, "{at} portable");
+                assert_eq!(r, s, "{at} best SIMD");
+                assert_eq!(r, v2, "{at} AVX2");
+                for o in 0..n_out {
+                    for &row in &bad_rows {
+                        let cell = F32::from_bits(r[o * m + row]);
+                        assert!(cell.is_nan(), "{at} cell ({o}, {row})");
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// SmolLM2 shapes, one seed each, all paths.
 #[test]
 fn smollm2_shapes_agree() {
