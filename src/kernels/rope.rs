@@ -168,7 +168,7 @@ crate::simd::multiversion! {
 }
 
 /// The portable body of [`rope_apply`]: per head, every pair through the
-/// branch-free [`mul_try`] / [`add_try`] fast paths (so the loop
+/// branch-free [`mul_zero_try`] / [`add_zero_try`] fast paths (so the loop
 /// vectorizes), the head redone with the soft operators if any element
 /// needed their general path.
 #[inline(always)]
@@ -218,12 +218,12 @@ pub(crate) fn rope_apply_body(
         let mut y1 = [F32::ZERO; MAX_ROPE_PAIRS];
         let mut ok = true;
         for i in 0..half {
-            let (a, k1) = mul_try(x0[i], cos[i]);
-            let (b, k2) = mul_try(x1[i], sin[i]);
-            let (c, k3) = mul_try(x0[i], sin[i]);
-            let (d, k4) = mul_try(x1[i], cos[i]);
-            let (r0, k5) = add_try(a, -b);
-            let (r1, k6) = add_try(c, d);
+            let (a, k1) = mul_zero_try(x0[i], cos[i]);
+            let (b, k2) = mul_zero_try(x1[i], sin[i]);
+            let (c, k3) = mul_zero_try(x0[i], sin[i]);
+            let (d, k4) = mul_zero_try(x1[i], cos[i]);
+            let (r0, k5) = add_zero_try(a, -b);
+            let (r1, k6) = add_zero_try(c, d);
             (y0[i], y1[i]) = (r0, r1);
             ok &= k1 & k2 & k3 & k4 & k5 & k6;
         }
@@ -248,13 +248,51 @@ pub(crate) fn rope_apply_body(
     Ok(())
 }
 
+/// [`mul_try`], also answering a zero times a finite value: the exact
+/// product, the zero with the sign `sign(a) ^ sign(b)` (the bits of
+/// `a * b`). Rows of Q and K hold exact zeros, and the angles of position
+/// 0 have `sin = 0`; without this every such head would take the general
+/// path.
+#[inline(always)]
+fn mul_zero_try(a: F32, b: F32) -> (F32, bool) {
+    let (r, ok) = mul_try(a, b);
+    let (x, y) = (a.to_bits(), b.to_bits());
+    let (ax, ay) = (x & ABS_MASK, y & ABS_MASK);
+    let zero = ((ax == 0) | (ay == 0)) & (ax < INF_BITS) & (ay < INF_BITS);
+    let signed_zero = F32::from_bits((x ^ y) & SIGN_BIT);
+    (if zero { signed_zero } else { r }, ok | zero)
+}
+
+/// [`add_try`], also answering a zero plus a finite value: the other
+/// operand (exact), and for two zeros `+0` unless both are `-0` (round to
+/// nearest even), the bits of `a + b`.
+#[inline(always)]
+fn add_zero_try(a: F32, b: F32) -> (F32, bool) {
+    let (r, ok) = add_try(a, b);
+    let (x, y) = (a.to_bits(), b.to_bits());
+    let (ax, ay) = (x & ABS_MASK, y & ABS_MASK);
+    let zero = ((ax == 0) | (ay == 0)) & (ax < INF_BITS) & (ay < INF_BITS);
+    let sum = match (ax == 0, ay == 0) {
+        (true, true) => F32::from_bits(x & y),
+        (true, false) => b,
+        _ => a,
+    };
+    (if zero { sum } else { r }, ok | zero)
+}
+
+/// Sign bit, magnitude mask and the bits of `+∞` of a binary32.
+const SIGN_BIT: u32 = 0x8000_0000;
+const ABS_MASK: u32 = 0x7FFF_FFFF;
+const INF_BITS: u32 = 0x7F80_0000;
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     /// [`rope_apply_body`] and every SIMD build of it equal the pair-by-pair
     /// soft-float rotation, both styles, `n_rot` up to `head_dim`, values of
-    /// every kind (moderate, any bits, zeros, subnormals, ∞, NaN).
+    /// every kind (moderate, any bits, zeros, subnormals, ∞, NaN, zeros of
+    /// both signs among moderate values).
     #[test]
     fn builds_equal_pairwise_rotation() {
         type RopeFn = rope_builds::Build;
@@ -269,7 +307,7 @@ mod tests {
                 RopeStyle::Neox
             };
             let half = 1 + (round / 2) % (HD / 2);
-            let kind = (round / 7) % 3;
+            let kind = (round / 7) % 4;
             let val = |next: &mut dyn FnMut() -> u32| {
                 let r = next();
                 F32::from_bits(match (kind, r % 50) {
@@ -278,6 +316,10 @@ mod tests {
                     (1, 1) => r & 0x807F_FFFF,
                     (1, 2) => 0x7F80_0000 | (r & 0x8000_0000),
                     (1, 3) => 0x7FC0_0000,
+                    (1, 4) => 0x8000_0000,
+                    // Zeros of both signs among moderate values (the
+                    // zero-aware fast path), whole heads of zeros at times.
+                    (3, z) if z < 12 || round % 5 == 0 => r & 0x8000_0000,
                     _ => (r & 0x8000_0000) | (0x3800_0000 + r % 0x1000_0000),
                 })
             };
