@@ -194,58 +194,83 @@ pub(crate) fn rope_apply_body(
     }
     let (sin, cos) = (&sin[..half], &cos[..half]);
     for head in x.chunks_exact_mut(head_dim) {
-        // The pairs as two arrays (x0 of every pair, x1 of every pair).
-        let mut x0 = [F32::ZERO; MAX_ROPE_PAIRS];
-        let mut x1 = [F32::ZERO; MAX_ROPE_PAIRS];
-        match style {
-            RopeStyle::Norm => {
-                for ((a, b), p) in x0
-                    .iter_mut()
-                    .zip(x1.iter_mut())
-                    .zip(head.chunks_exact(2))
-                    .take(half)
-                {
-                    (*a, *b) = (p[0], p[1]);
-                }
-            }
-            RopeStyle::Neox => {
-                x0[..half].copy_from_slice(&head[..half]);
-                x1[..half].copy_from_slice(&head[half..2 * half]);
-            }
-        }
-        let (x0, x1) = (&x0[..half], &x1[..half]);
         let mut y0 = [F32::ZERO; MAX_ROPE_PAIRS];
         let mut y1 = [F32::ZERO; MAX_ROPE_PAIRS];
-        let mut ok = true;
-        for i in 0..half {
-            let (a, k1) = mul_zero_try(x0[i], cos[i]);
-            let (b, k2) = mul_zero_try(x1[i], sin[i]);
-            let (c, k3) = mul_zero_try(x0[i], sin[i]);
-            let (d, k4) = mul_zero_try(x1[i], cos[i]);
-            let (r0, k5) = add_zero_try(a, -b);
-            let (r1, k6) = add_zero_try(c, d);
-            (y0[i], y1[i]) = (r0, r1);
-            ok &= k1 & k2 & k3 & k4 & k5 & k6;
-        }
-        if !ok {
-            for i in 0..half {
-                y0[i] = x0[i] * cos[i] - x1[i] * sin[i];
-                y1[i] = x0[i] * sin[i] + x1[i] * cos[i];
-            }
-        }
-        match style {
+        let (y0, y1) = (&mut y0[..half], &mut y1[..half]);
+        let ok = match style {
             RopeStyle::Norm => {
-                for ((&a, &b), p) in y0.iter().zip(&y1).zip(head.chunks_exact_mut(2)).take(half) {
+                // The pairs as two arrays (x0 of every pair, x1 of every pair).
+                let mut x0 = [F32::ZERO; MAX_ROPE_PAIRS];
+                let mut x1 = [F32::ZERO; MAX_ROPE_PAIRS];
+                let pairs = head.chunks_exact(2).take(half);
+                for ((a, b), p) in x0.iter_mut().zip(x1.iter_mut()).zip(pairs) {
+                    (*a, *b) = (p[0], p[1]);
+                }
+                rotate_try(&x0[..half], &x1[..half], sin, cos, y0, y1)
+            }
+            RopeStyle::Neox => {
+                let (x0, x1) = head[..2 * half].split_at(half);
+                rotate_try(x0, x1, sin, cos, y0, y1)
+            }
+        };
+        match (ok, style) {
+            (true, RopeStyle::Norm) => {
+                for ((&a, &b), p) in y0.iter().zip(y1.iter()).zip(head.chunks_exact_mut(2)) {
                     (p[0], p[1]) = (a, b);
                 }
             }
-            RopeStyle::Neox => {
-                head[..half].copy_from_slice(&y0[..half]);
-                head[half..2 * half].copy_from_slice(&y1[..half]);
+            (true, RopeStyle::Neox) => {
+                head[..half].copy_from_slice(y0);
+                head[half..2 * half].copy_from_slice(y1);
             }
+            (false, _) => rotate_pairs(head, sin, cos, style),
         }
     }
     Ok(())
+}
+
+/// `y0[i] = x0[i]·cos[i] − x1[i]·sin[i]`, `y1[i] = x0[i]·sin[i] +
+/// x1[i]·cos[i]` over the common length, each operation by its branch-free
+/// fast path ([`mul_zero_try`], [`add_zero_try`], so the loop vectorizes);
+/// `true` if every element answered (`y` then holds the rotation), else
+/// `y` is unspecified.
+#[inline(always)]
+fn rotate_try(
+    x0: &[F32],
+    x1: &[F32],
+    sin: &[F32],
+    cos: &[F32],
+    y0: &mut [F32],
+    y1: &mut [F32],
+) -> bool {
+    let mut ok = true;
+    let pairs = x0.iter().zip(x1).zip(sin.iter().zip(cos));
+    for (((&x0, &x1), (&sin, &cos)), (y0, y1)) in pairs.zip(y0.iter_mut().zip(y1.iter_mut())) {
+        let (a, k1) = mul_zero_try(x0, cos);
+        let (b, k2) = mul_zero_try(x1, sin);
+        let (c, k3) = mul_zero_try(x0, sin);
+        let (d, k4) = mul_zero_try(x1, cos);
+        let (r0, k5) = add_zero_try(a, -b);
+        let (r1, k6) = add_zero_try(c, d);
+        (*y0, *y1) = (r0, r1);
+        ok &= k1 & k2 & k3 & k4 & k5 & k6;
+    }
+    ok
+}
+
+/// One head rotated pair by pair with the soft operators (the general
+/// path, every input).
+fn rotate_pairs(head: &mut [F32], sin: &[F32], cos: &[F32], style: RopeStyle) {
+    let half = sin.len().min(cos.len());
+    for (i, (&s, &c)) in sin.iter().zip(cos).enumerate() {
+        let (a, b) = match style {
+            RopeStyle::Norm => (2 * i, 2 * i + 1),
+            RopeStyle::Neox => (i, i + half),
+        };
+        let (x0, x1) = (head[a], head[b]);
+        head[a] = x0 * c - x1 * s;
+        head[b] = x0 * s + x1 * c;
+    }
 }
 
 /// [`mul_try`], also answering a zero times a finite value: the exact
@@ -292,7 +317,7 @@ mod tests {
     /// [`rope_apply_body`] and every SIMD build of it equal the pair-by-pair
     /// soft-float rotation, both styles, `n_rot` up to `head_dim`, values of
     /// every kind (moderate, any bits, zeros, subnormals, ∞, NaN, zeros of
-    /// both signs among moderate values).
+    /// both signs among moderate values, an exact cancellation).
     #[test]
     fn builds_equal_pairwise_rotation() {
         type RopeFn = rope_builds::Build;
@@ -323,9 +348,20 @@ mod tests {
                     _ => (r & 0x8000_0000) | (0x3800_0000 + r % 0x1000_0000),
                 })
             };
-            let x: [F32; NH * HD] = core::array::from_fn(|_| val(&mut next));
+            let mut x: [F32; NH * HD] = core::array::from_fn(|_| val(&mut next));
             let sin: [F32; HD / 2] = core::array::from_fn(|_| val(&mut next));
-            let cos: [F32; HD / 2] = core::array::from_fn(|_| val(&mut next));
+            let mut cos: [F32; HD / 2] = core::array::from_fn(|_| val(&mut next));
+            if kind == 2 && round % 3 == 0 {
+                // One exact cancellation (x0·cos = x1·sin, so x0' = +0) in
+                // a head of moderate values.
+                let i = (round / 3) % half;
+                let (a, b) = match style {
+                    RopeStyle::Norm => (2 * i, 2 * i + 1),
+                    RopeStyle::Neox => (i, i + half),
+                };
+                cos[i] = sin[i];
+                x[HD + b] = x[HD + a];
+            }
             let (sin, cos) = (&sin[..half], &cos[..half]);
             let mut want = x;
             for head in want.chunks_exact_mut(HD) {
