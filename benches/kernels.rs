@@ -285,9 +285,78 @@ fn bench_rmsnorm(c: &mut Criterion) {
     g.finish();
 }
 
+/// GEGLU and SwiGLU over Gemma 3 270M's FFN rows (59 rows of 2048), gate
+/// and up in [-3, 3), and RoPE (Neox) over its Q rows (4 heads of 256) for
+/// positions 0..59, one exact zero in 64 values (as real Q rows have).
+/// Throughput in elements (rotated pairs for RoPE).
+fn bench_activations(c: &mut Criterion) {
+    let mut g = c.benchmark_group("activations");
+    g.measurement_time(Duration::from_secs(3));
+    let mut rng = Rng(11);
+    let (rows, ffn) = (59usize, 2048usize);
+    let gate: Vec<F32> = (0..rows * ffn)
+        .map(|_| F32::from_bits((rng.unit() * 3.0).to_bits()))
+        .collect();
+    let up: Vec<F32> = (0..rows * ffn)
+        .map(|_| F32::from_bits((rng.unit() * 3.0).to_bits()))
+        .collect();
+    let mut out = gate.clone();
+    g.throughput(Throughput::Elements((rows * ffn) as u64));
+    g.bench_function(BenchmarkId::new("geglu", format!("{rows}x{ffn}")), |b| {
+        b.iter(|| {
+            out.copy_from_slice(&gate);
+            detllm::kernels::geglu(black_box(&mut out), &up).unwrap()
+        })
+    });
+    g.bench_function(BenchmarkId::new("swiglu", format!("{rows}x{ffn}")), |b| {
+        b.iter(|| {
+            out.copy_from_slice(&gate);
+            detllm::kernels::swiglu(black_box(&mut out), &up).unwrap()
+        })
+    });
+    let (heads, head_dim) = (4usize, 256usize);
+    let ts = detllm::kernels::rope_theta_scale(F32::from_u32(1_000_000), head_dim);
+    let angles: Vec<_> = (0..rows)
+        .map(|pos| detllm::kernels::RopeAngles::new(head_dim, pos, ts).unwrap())
+        .collect();
+    let q: Vec<F32> = (0..rows * heads * head_dim)
+        .map(|i| {
+            F32::from_bits(if i % 64 == 17 {
+                0
+            } else {
+                (rng.unit() * 3.0).to_bits()
+            })
+        })
+        .collect();
+    let mut out = q.clone();
+    g.throughput(Throughput::Elements((rows * heads * head_dim / 2) as u64));
+    g.bench_function(
+        BenchmarkId::new("rope_neox", format!("{rows}x{heads}x{head_dim}")),
+        |b| {
+            b.iter(|| {
+                out.copy_from_slice(&q);
+                for (a, x) in angles.iter().zip(out.chunks_exact_mut(heads * head_dim)) {
+                    let style = detllm::kernels::RopeStyle::Neox;
+                    detllm::kernels::rope_apply(
+                        a.sin(),
+                        a.cos(),
+                        black_box(x),
+                        heads,
+                        head_dim,
+                        style,
+                    )
+                    .unwrap();
+                }
+            })
+        },
+    );
+    g.finish();
+}
+
 fn main() {
     let mut c = Criterion::default().configure_from_args();
     bench(&mut c);
     bench_rmsnorm(&mut c);
+    bench_activations(&mut c);
     c.final_summary();
 }

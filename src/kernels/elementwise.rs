@@ -99,8 +99,7 @@ pub(crate) fn map_try(x: &mut [F32], fast: impl Fn(F32) -> (F32, bool), op: impl
 }
 
 /// `x = x / (1 + exp(t(x)))` over at most [`BLOCK`] elements, stage by
-/// stage: every `t(x)` (`t_block` writes them, itself stage by stage where
-/// it has several operations), every `exp` ([`map_try`] over
+/// stage: every `t(x)` (`t_block` writes them), every `exp` ([`map_try`] over
 /// [`exp_try`], which answers every input but NaN and `t < -87.3` with the
 /// bits of [`F32::exp`]), then every `1 + e` ([`map_try`]; `e ≥ 0`, so the
 /// same-sign fast path answers whenever `e` is normal), then every

@@ -3,11 +3,12 @@
 //!
 //! `gelu` is [`crate::math::gelu`] (`x / (1 + exp(-(K·x·(1 + A·x²))))`),
 //! then one soft multiplication. As in [`super::swiglu()`], the body works in
-//! blocks, stage by stage (every `x·x`, every `A·s`, `1 + s`, `x·s`, `K·s`
-//! and negation, every `exp`, every `1 + e`, every quotient), so that
-//! independent operations overlap and the products and sums vectorize; each element still
-//! gets exactly `gelu`'s operations in its order, so the same bits (checked
-//! below against `gelu(g) · u` for the portable body and every SIMD build).
+//! blocks, stage by stage (the exponent `-(K·(x·(1 + A·(x·x))))` of every
+//! element in one pass, then every `exp`, every `1 + e`, every quotient),
+//! so that independent operations overlap and the products and sums
+//! vectorize; each element still gets exactly `gelu`'s operations in its
+//! order, so the same bits (checked below against `gelu(g) · u` for the
+//! portable body and every SIMD build).
 //! On x86-64 with `std` it runs compiled for AVX2 or AVX-512
 //! ([`crate::simd`]).
 // `deny`, not `forbid`: the multiversion macro allows its own `unsafe`

@@ -168,7 +168,7 @@ crate::simd::multiversion! {
 }
 
 /// The portable body of [`rope_apply`]: per head, every pair through the
-/// branch-free [`mul_try`] / [`add_try`] fast paths (so the loop
+/// branch-free [`mul_zero_try`] / [`add_zero_try`] fast paths (so the loop
 /// vectorizes), the head redone with the soft operators if any element
 /// needed their general path.
 #[inline(always)]
@@ -194,59 +194,121 @@ pub(crate) fn rope_apply_body(
     }
     let (sin, cos) = (&sin[..half], &cos[..half]);
     for head in x.chunks_exact_mut(head_dim) {
-        // The pairs as two arrays (x0 of every pair, x1 of every pair).
-        let mut x0 = [F32::ZERO; MAX_ROPE_PAIRS];
-        let mut x1 = [F32::ZERO; MAX_ROPE_PAIRS];
-        match style {
-            RopeStyle::Norm => {
-                for ((a, b), p) in x0
-                    .iter_mut()
-                    .zip(x1.iter_mut())
-                    .zip(head.chunks_exact(2))
-                    .take(half)
-                {
-                    (*a, *b) = (p[0], p[1]);
-                }
-            }
-            RopeStyle::Neox => {
-                x0[..half].copy_from_slice(&head[..half]);
-                x1[..half].copy_from_slice(&head[half..2 * half]);
-            }
-        }
-        let (x0, x1) = (&x0[..half], &x1[..half]);
         let mut y0 = [F32::ZERO; MAX_ROPE_PAIRS];
         let mut y1 = [F32::ZERO; MAX_ROPE_PAIRS];
-        let mut ok = true;
-        for i in 0..half {
-            let (a, k1) = mul_try(x0[i], cos[i]);
-            let (b, k2) = mul_try(x1[i], sin[i]);
-            let (c, k3) = mul_try(x0[i], sin[i]);
-            let (d, k4) = mul_try(x1[i], cos[i]);
-            let (r0, k5) = add_try(a, -b);
-            let (r1, k6) = add_try(c, d);
-            (y0[i], y1[i]) = (r0, r1);
-            ok &= k1 & k2 & k3 & k4 & k5 & k6;
-        }
-        if !ok {
-            for i in 0..half {
-                y0[i] = x0[i] * cos[i] - x1[i] * sin[i];
-                y1[i] = x0[i] * sin[i] + x1[i] * cos[i];
-            }
-        }
-        match style {
+        let (y0, y1) = (&mut y0[..half], &mut y1[..half]);
+        let ok = match style {
             RopeStyle::Norm => {
-                for ((&a, &b), p) in y0.iter().zip(&y1).zip(head.chunks_exact_mut(2)).take(half) {
+                // The pairs as two arrays (x0 of every pair, x1 of every pair).
+                let mut x0 = [F32::ZERO; MAX_ROPE_PAIRS];
+                let mut x1 = [F32::ZERO; MAX_ROPE_PAIRS];
+                let pairs = head.chunks_exact(2).take(half);
+                for ((a, b), p) in x0.iter_mut().zip(x1.iter_mut()).zip(pairs) {
+                    (*a, *b) = (p[0], p[1]);
+                }
+                rotate_try(&x0[..half], &x1[..half], sin, cos, y0, y1)
+            }
+            RopeStyle::Neox => {
+                let (x0, x1) = head[..2 * half].split_at(half);
+                rotate_try(x0, x1, sin, cos, y0, y1)
+            }
+        };
+        match (ok, style) {
+            (true, RopeStyle::Norm) => {
+                for ((&a, &b), p) in y0.iter().zip(y1.iter()).zip(head.chunks_exact_mut(2)) {
                     (p[0], p[1]) = (a, b);
                 }
             }
-            RopeStyle::Neox => {
-                head[..half].copy_from_slice(&y0[..half]);
-                head[half..2 * half].copy_from_slice(&y1[..half]);
+            (true, RopeStyle::Neox) => {
+                head[..half].copy_from_slice(y0);
+                head[half..2 * half].copy_from_slice(y1);
             }
+            (false, _) => rotate_pairs(head, sin, cos, style),
         }
     }
     Ok(())
 }
+
+/// `y0[i] = x0[i]·cos[i] − x1[i]·sin[i]`, `y1[i] = x0[i]·sin[i] +
+/// x1[i]·cos[i]` over the common length, each operation by its branch-free
+/// fast path ([`mul_zero_try`], [`add_zero_try`], so the loop vectorizes);
+/// `true` if every element answered (`y` then holds the rotation), else
+/// `y` is unspecified.
+#[inline(always)]
+fn rotate_try(
+    x0: &[F32],
+    x1: &[F32],
+    sin: &[F32],
+    cos: &[F32],
+    y0: &mut [F32],
+    y1: &mut [F32],
+) -> bool {
+    let mut ok = true;
+    let pairs = x0.iter().zip(x1).zip(sin.iter().zip(cos));
+    for (((&x0, &x1), (&sin, &cos)), (y0, y1)) in pairs.zip(y0.iter_mut().zip(y1.iter_mut())) {
+        let (a, k1) = mul_zero_try(x0, cos);
+        let (b, k2) = mul_zero_try(x1, sin);
+        let (c, k3) = mul_zero_try(x0, sin);
+        let (d, k4) = mul_zero_try(x1, cos);
+        let (r0, k5) = add_zero_try(a, -b);
+        let (r1, k6) = add_zero_try(c, d);
+        (*y0, *y1) = (r0, r1);
+        ok &= k1 & k2 & k3 & k4 & k5 & k6;
+    }
+    ok
+}
+
+/// One head rotated pair by pair with the soft operators (the general
+/// path, every input).
+fn rotate_pairs(head: &mut [F32], sin: &[F32], cos: &[F32], style: RopeStyle) {
+    let half = sin.len().min(cos.len());
+    for (i, (&s, &c)) in sin.iter().zip(cos).enumerate() {
+        let (a, b) = match style {
+            RopeStyle::Norm => (2 * i, 2 * i + 1),
+            RopeStyle::Neox => (i, i + half),
+        };
+        let (x0, x1) = (head[a], head[b]);
+        head[a] = x0 * c - x1 * s;
+        head[b] = x0 * s + x1 * c;
+    }
+}
+
+/// [`mul_try`], also answering a zero times a finite value: the exact
+/// product, the zero with the sign `sign(a) ^ sign(b)` (the bits of
+/// `a * b`). Rows of Q and K hold exact zeros, and the angles of position
+/// 0 have `sin = 0`; without this every such head would take the general
+/// path.
+#[inline(always)]
+fn mul_zero_try(a: F32, b: F32) -> (F32, bool) {
+    let (r, ok) = mul_try(a, b);
+    let (x, y) = (a.to_bits(), b.to_bits());
+    let (ax, ay) = (x & ABS_MASK, y & ABS_MASK);
+    let zero = ((ax == 0) | (ay == 0)) & (ax < INF_BITS) & (ay < INF_BITS);
+    let signed_zero = F32::from_bits((x ^ y) & SIGN_BIT);
+    (if zero { signed_zero } else { r }, ok | zero)
+}
+
+/// [`add_try`], also answering a zero plus a finite value: the other
+/// operand (exact), and for two zeros `+0` unless both are `-0` (round to
+/// nearest even), the bits of `a + b`.
+#[inline(always)]
+fn add_zero_try(a: F32, b: F32) -> (F32, bool) {
+    let (r, ok) = add_try(a, b);
+    let (x, y) = (a.to_bits(), b.to_bits());
+    let (ax, ay) = (x & ABS_MASK, y & ABS_MASK);
+    let zero = ((ax == 0) | (ay == 0)) & (ax < INF_BITS) & (ay < INF_BITS);
+    let sum = match (ax == 0, ay == 0) {
+        (true, true) => F32::from_bits(x & y),
+        (true, false) => b,
+        _ => a,
+    };
+    (if zero { sum } else { r }, ok | zero)
+}
+
+/// Sign bit, magnitude mask and the bits of `+∞` of a binary32.
+const SIGN_BIT: u32 = 0x8000_0000;
+const ABS_MASK: u32 = 0x7FFF_FFFF;
+const INF_BITS: u32 = 0x7F80_0000;
 
 #[cfg(test)]
 mod tests {
@@ -254,7 +316,8 @@ mod tests {
 
     /// [`rope_apply_body`] and every SIMD build of it equal the pair-by-pair
     /// soft-float rotation, both styles, `n_rot` up to `head_dim`, values of
-    /// every kind (moderate, any bits, zeros, subnormals, ∞, NaN).
+    /// every kind (moderate, any bits, zeros, subnormals, ∞, NaN, zeros of
+    /// both signs among moderate values, an exact cancellation).
     #[test]
     fn builds_equal_pairwise_rotation() {
         type RopeFn = rope_builds::Build;
@@ -269,7 +332,7 @@ mod tests {
                 RopeStyle::Neox
             };
             let half = 1 + (round / 2) % (HD / 2);
-            let kind = (round / 7) % 3;
+            let kind = (round / 7) % 4;
             let val = |next: &mut dyn FnMut() -> u32| {
                 let r = next();
                 F32::from_bits(match (kind, r % 50) {
@@ -278,12 +341,27 @@ mod tests {
                     (1, 1) => r & 0x807F_FFFF,
                     (1, 2) => 0x7F80_0000 | (r & 0x8000_0000),
                     (1, 3) => 0x7FC0_0000,
+                    (1, 4) => 0x8000_0000,
+                    // Zeros of both signs among moderate values (the
+                    // zero-aware fast path), whole heads of zeros at times.
+                    (3, z) if z < 12 || round % 5 == 0 => r & 0x8000_0000,
                     _ => (r & 0x8000_0000) | (0x3800_0000 + r % 0x1000_0000),
                 })
             };
-            let x: [F32; NH * HD] = core::array::from_fn(|_| val(&mut next));
+            let mut x: [F32; NH * HD] = core::array::from_fn(|_| val(&mut next));
             let sin: [F32; HD / 2] = core::array::from_fn(|_| val(&mut next));
-            let cos: [F32; HD / 2] = core::array::from_fn(|_| val(&mut next));
+            let mut cos: [F32; HD / 2] = core::array::from_fn(|_| val(&mut next));
+            if kind == 2 && round % 3 == 0 {
+                // One exact cancellation (x0·cos = x1·sin, so x0' = +0) in
+                // a head of moderate values.
+                let i = (round / 3) % half;
+                let (a, b) = match style {
+                    RopeStyle::Norm => (2 * i, 2 * i + 1),
+                    RopeStyle::Neox => (i, i + half),
+                };
+                cos[i] = sin[i];
+                x[HD + b] = x[HD + a];
+            }
             let (sin, cos) = (&sin[..half], &cos[..half]);
             let mut want = x;
             for head in want.chunks_exact_mut(HD) {

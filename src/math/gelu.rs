@@ -35,8 +35,8 @@
 #![forbid(unsafe_code)]
 
 use crate::F32;
-use crate::float::{add_try, mul_try};
-use crate::kernels::elementwise::{apply, map_try};
+use crate::float::{add_same_sign_try, mul_try};
+use crate::kernels::elementwise::BLOCK;
 
 /// `2·√(2/π)` rounded to binary32.
 pub const GELU_K: F32 = F32::from_bits(0x3FCC_422A);
@@ -49,23 +49,33 @@ pub(crate) fn gelu_neg_2u(x: F32) -> F32 {
     -(GELU_K * (x * (F32::ONE + GELU_A * (x * x))))
 }
 
-/// [`gelu_neg_2u`] of every `x` into `t` (over the common length), stage
-/// by stage: every `x·x`, `A·s`, `1 + s`, `x·s`, `K·s`, then the negation,
-/// each stage by its branch-free fast path ([`mul_try`], [`add_try`]) with
-/// the block redone by the operator where an element needs the general
-/// path. Each element gets [`gelu_neg_2u`]'s operations with its operands
-/// in its order, so the same bits (the GEGLU kernel's tests check it).
+/// [`gelu_neg_2u`] of every `x` into `t` (over the common length), in one
+/// branch-free pass per block of [`BLOCK`]: each element's `x·x`, `A·s`,
+/// `1 + s`, `x·s`, `K·s` and negation by the operations' fast paths
+/// ([`mul_try`], [`add_same_sign_try`]: `A·x² > 0`, so `1 + s` adds
+/// like-signed values), their flags ANDed into one; a block where any
+/// element declined is redone by [`gelu_neg_2u`] (the operators). Each
+/// element gets [`gelu_neg_2u`]'s operations with its operands in its
+/// order, so the same bits (the GEGLU kernel's tests check it).
 #[inline(always)]
 pub(crate) fn gelu_neg_2u_block(x: &[F32], t: &mut [F32]) {
     let n = x.len().min(t.len());
-    let (x, t) = (&x[..n], &mut t[..n]);
-    apply(t, x, |_, v| mul_try(v, v), |_, v| v * v);
-    map_try(t, |s| mul_try(GELU_A, s), |s| GELU_A * s);
-    map_try(t, |s| add_try(F32::ONE, s), |s| F32::ONE + s);
-    apply(t, x, |s, v| mul_try(v, s), |s, v| v * s);
-    map_try(t, |s| mul_try(GELU_K, s), |s| GELU_K * s);
-    for s in t.iter_mut() {
-        *s = -*s;
+    for (xb, tb) in x[..n].chunks(BLOCK).zip(t[..n].chunks_mut(BLOCK)) {
+        let mut ok = true;
+        for (t, &v) in tb.iter_mut().zip(xb) {
+            let (s, k1) = mul_try(v, v);
+            let (s, k2) = mul_try(GELU_A, s);
+            let (s, k3) = add_same_sign_try(F32::ONE, s);
+            let (s, k4) = mul_try(v, s);
+            let (s, k5) = mul_try(GELU_K, s);
+            *t = -s;
+            ok &= k1 & k2 & k3 & k4 & k5;
+        }
+        if !ok {
+            for (t, &v) in tb.iter_mut().zip(xb) {
+                *t = gelu_neg_2u(v);
+            }
+        }
     }
 }
 
@@ -73,4 +83,48 @@ pub(crate) fn gelu_neg_2u_block(x: &[F32], t: &mut [F32]) {
 /// operations and the measured error.
 pub fn gelu(x: F32) -> F32 {
     x / (F32::ONE + gelu_neg_2u(x).exp())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// [`gelu_neg_2u_block`] equals [`gelu_neg_2u`] element by element on
+    /// rows of moderate values (every element on the fast path) and on
+    /// rows with one value the fast path declines (zero, subnormal, ∞,
+    /// NaN, `x²` underflowing or overflowing) at any position of a block,
+    /// over lengths that end mid-block.
+    #[test]
+    fn block_equals_elementwise() {
+        const DECLINED: [u32; 9] = [
+            0xD580_0000, // -2^44: K·s overflows (every stage before it answers)
+            0x0000_0000, // +0
+            0x8000_0000, // -0
+            0x0000_1234, // subnormal
+            0xFF80_0000, // -∞
+            0x7FC0_0000, // NaN
+            0x1F80_0000, // 2^-64: x·x underflows
+            0x5F80_0000, // 2^64: x·x overflows
+            0xA000_0000, // -2^-63: x·x is subnormal
+        ];
+        let mut next = crate::testutil::lcg(0x5DEE_CE66_D1CE_4E5Bu64);
+        const N: usize = 3 * BLOCK + 5;
+        for round in 0..200 {
+            let n = N - round % (BLOCK + 7);
+            let mut x: [F32; N] = core::array::from_fn(|_| {
+                let r = next();
+                F32::from_bits((r & 0x8000_0000) | (0x3A00_0000 + r % 0x0900_0000))
+            });
+            if round % 4 != 0 {
+                let at = next() as usize % n;
+                x[at] = F32::from_bits(DECLINED[round % DECLINED.len()]);
+            }
+            let mut got = [F32::ZERO; N];
+            gelu_neg_2u_block(&x[..n], &mut got[..n]);
+            for i in 0..n {
+                let want = gelu_neg_2u(x[i]);
+                assert_eq!(got[i].to_bits(), want.to_bits(), "round {round}, x[{i}]");
+            }
+        }
+    }
 }
