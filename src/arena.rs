@@ -2,6 +2,9 @@
 //!
 //! The caller owns all memory. Carving is all-or-nothing: a carve that does
 //! not fit returns [`Error::ArenaExhausted`] and leaves the arena as it was.
+//! Every carve is zeroed: by the arena ([`Arena::new`]), or already, for an
+//! arena over a buffer checked all zero ([`Arena::over_zeroed`]), whose
+//! carves are then not written until their user writes them.
 
 #![forbid(unsafe_code)]
 
@@ -21,12 +24,42 @@ use bytemuck::Pod;
 pub struct Arena<'a> {
     rest: &'a mut [u8],
     used: usize,
+    /// Every byte of `rest` is zero: carves need no zeroing.
+    zeroed: bool,
 }
 
 impl<'a> Arena<'a> {
     /// An arena over `buf`.
     pub fn new(buf: &'a mut [u8]) -> Self {
-        Arena { rest: buf, used: 0 }
+        Arena {
+            rest: buf,
+            used: 0,
+            zeroed: false,
+        }
+    }
+
+    /// An arena over `buf` that, when every byte of `buf` is zero (checked
+    /// by reading), does not zero its carves again. For a zeroed buffer
+    /// fresh from the system (`vec![0u8; n]`), whose pages are mapped on
+    /// first write, a carve nothing writes (a KV cache's unused pages, a
+    /// sampler a command never calls) then costs no resident memory.
+    ///
+    /// ```
+    /// use detllm::Arena;
+    /// let mut buf = vec![0u8; 64];
+    /// let mut arena = Arena::over_zeroed(&mut buf);
+    /// assert!(arena.alloc::<u32>(4).unwrap().iter().all(|&x| x == 0));
+    /// let mut dirty = [7u8; 64];
+    /// let mut arena = Arena::over_zeroed(&mut dirty);
+    /// assert!(arena.alloc::<u32>(4).unwrap().iter().all(|&x| x == 0));
+    /// ```
+    pub fn over_zeroed(buf: &'a mut [u8]) -> Self {
+        let zeroed = buf.iter().all(|&b| b == 0);
+        Arena {
+            rest: buf,
+            used: 0,
+            zeroed,
+        }
     }
 
     /// Bytes not yet carved (alignment padding of future carves not deducted).
@@ -68,7 +101,9 @@ impl<'a> Arena<'a> {
         self.rest = tail;
         self.used += need;
         let bytes = &mut head[pad..];
-        bytes.fill(0);
+        if !self.zeroed {
+            bytes.fill(0);
+        }
         // Alignment and size were arranged above, so the cast cannot fail.
         bytemuck::try_cast_slice_mut(bytes).map_err(|_| Error::SizeOverflow)
     }

@@ -99,7 +99,8 @@ impl<'a> Session<'a> {
     ) -> CliResult<Session<'a>> {
         let need = arena_bytes(model, shape)?;
         *arena_buf = vec![0u8; need];
-        let mut arena = Arena::new(arena_buf.as_mut_slice());
+        // Fresh zeroed pages: carves stay unmapped until written.
+        let mut arena = Arena::over_zeroed(arena_buf.as_mut_slice());
         Self::build(model, &mut arena, shape, threads)
     }
 
