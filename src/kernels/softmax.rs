@@ -104,7 +104,8 @@ mod tests {
     fn infinite_maximum_equals_definition() {
         let (inf, one) = (F32::INFINITY, F32::ONE);
         let rows: [&[F32]; 5] = [&[inf], &[inf, inf], &[-inf, -inf], &[one, inf], &[inf; 70]];
-        let mut builds: [Option<fn(&mut [F32], F32, usize)>; 3] = [Some(softmax_body), None, None];
+        type Body = fn(&mut [F32], F32, usize);
+        let mut builds: [Option<Body>; 3] = [Some(softmax_body), None, None];
         for (slot, f) in builds[1..].iter_mut().zip(softmax_builds::builds()) {
             *slot = f;
         }
