@@ -8,15 +8,29 @@
 //! `p_i = e_i · inv`. llama.cpp accumulates the sum in a double and rounds
 //! `1.0/sum` to f32; this profile keeps the sum in f32.
 //!
-//! The body runs stage by stage over the row (the products and differences
-//! branch-free so that they vectorize, redone with the scalar operator per
-//! block if any element needs the general path); each element gets the
-//! operations above in their order, so the same bits. On x86-64 with `std`
+//! The body runs stage by stage over the row (the products, differences and
+//! exponentials branch-free so that they vectorize — `exp` by
+//! [`crate::math::exp_try`] — redone with the scalar operator per block if
+//! any element needs the general path; the sum by the unpacked
+//! [`sum_left_to_right`]); each element gets the operations above in their
+//! order, so the same bits. On x86-64 with `std`
 //! it runs compiled for AVX2 or AVX-512 ([`crate::simd`]).
 
 use super::elementwise::map_try;
-use crate::float::{add_try, mul_try};
+use crate::float::{add_try, mul_try, sum_left_to_right};
+use crate::math::exp_try;
 use crate::{Error, F32, Result};
+
+/// `v − max` by [`add_try`] (`v + (−max)`), also answering `v = max`: the
+/// exact `+0` of a finite value minus itself, which [`add_try`] declines
+/// (every row's largest score would otherwise send its block to the
+/// scalar path).
+#[inline(always)]
+fn minus_max_try(v: F32, max: F32, neg_max: F32) -> (F32, bool) {
+    let (d, ok) = add_try(v, neg_max);
+    let equal = (v.to_bits() == max.to_bits()) & max.is_finite();
+    (if equal { F32::ZERO } else { d }, ok | equal)
+}
 
 /// Scaled, masked softmax of `s[..n_valid]`; `s[n_valid..]` become +0.
 pub fn softmax(s: &mut [F32], scale: F32, n_valid: usize) -> Result<()> {
@@ -47,12 +61,9 @@ pub(crate) fn softmax_body(s: &mut [F32], scale: F32, n_valid: usize) {
         }
     }
     let neg_max = -max;
-    map_try(live, |v| add_try(v, neg_max), |v| v - max);
-    let mut sum = F32::ZERO;
-    for v in live.iter_mut() {
-        *v = v.exp();
-        sum = sum + *v;
-    }
+    map_try(live, |v| minus_max_try(v, max, neg_max), |v| v - max);
+    map_try(live, exp_try, F32::exp);
+    let sum = sum_left_to_right(live);
     let inv = F32::ONE / sum;
     map_try(live, |v| mul_try(v, inv), |v| v * inv);
     masked.fill(F32::ZERO);
@@ -87,6 +98,30 @@ mod tests {
     /// The portable body and every SIMD build equal the definition on rows
     /// of every length up to 300 and every `n_valid`, with scores of every
     /// kind (moderate, any bits, zeros, subnormals, ±∞, NaN, ties).
+    /// Rows whose largest score is ±∞ (`∞ − ∞` is NaN, not the `+0` of
+    /// a finite maximum minus itself), alone or in a block of its own.
+    #[test]
+    fn infinite_maximum_equals_definition() {
+        let (inf, one) = (F32::INFINITY, F32::ONE);
+        let rows: [&[F32]; 5] = [&[inf], &[inf, inf], &[-inf, -inf], &[one, inf], &[inf; 70]];
+        type Body = fn(&mut [F32], F32, usize);
+        let mut builds: [Option<Body>; 3] = [Some(softmax_body), None, None];
+        for (slot, f) in builds[1..].iter_mut().zip(softmax_builds::builds()) {
+            *slot = f;
+        }
+        for row in rows {
+            let mut want = [F32::ZERO; 70];
+            want[..row.len()].copy_from_slice(row);
+            reference(&mut want[..row.len()], one, row.len());
+            for f in builds.into_iter().flatten() {
+                let mut got = [F32::ZERO; 70];
+                got[..row.len()].copy_from_slice(row);
+                f(&mut got[..row.len()], one, row.len());
+                assert!(got.map(F32::to_bits) == want.map(F32::to_bits), "{row:?}");
+            }
+        }
+    }
+
     #[test]
     fn builds_equal_definition() {
         type Fn3 = fn(&mut [F32], F32, usize);
@@ -101,6 +136,8 @@ mod tests {
                 let r = next();
                 F32::from_bits(match (kind, r % 61) {
                     (0, _) => r,
+                    // ±∞ among moderate values, no NaN (∞ − ∞ in the row).
+                    (2, 0) => 0x7F80_0000 | (r & 0x8000_0000),
                     (1, 0) => 0,
                     (1, 1) => r & 0x807F_FFFF,
                     (1, 2) => 0x7F80_0000 | (r & 0x8000_0000),
