@@ -10,9 +10,9 @@
 //!
 //! The body runs stage by stage over the row (the products, differences and
 //! exponentials branch-free so that they vectorize — `exp` by
-//! [`crate::math::exp_try`] — redone with the scalar operator per block if
+//! `math::exp_try` — redone with the scalar operator per block if
 //! any element needs the general path; the sum by the unpacked
-//! [`sum_left_to_right`]); each element gets the operations above in their
+//! `float::sum_left_to_right`); each element gets the operations above in their
 //! order, so the same bits. On x86-64 with `std`
 //! it runs compiled for AVX2 or AVX-512 ([`crate::simd`]).
 
