@@ -15,7 +15,9 @@
 
 #![forbid(unsafe_code)]
 
-use super::pack::{ABS_MASK, IMPLICIT, decode, is_nan_bits, is_normal_mag, round_pack};
+use super::pack::{
+    ABS_MASK, IMPLICIT, decode, finite_zero_operand, is_nan_bits, is_normal_mag, round_pack,
+};
 use super::{EXP_MASK, F32, SIG_MASK, SIGN_MASK};
 use core::ops::{Add, Sub};
 
@@ -53,6 +55,21 @@ pub fn add_try(a: F32, b: F32) -> (F32, bool) {
     let (m, e) = if same { (m_add, e_add) } else { (m_sub, e_sub) };
     let ok = normal & (same | sub_ok);
     (round_grs_and_pack(m, e, big & SIGN_MASK), ok)
+}
+
+/// [`add_try`], also answering a zero plus a finite value: the other
+/// operand (exact), and for two zeros `+0` unless both are `-0` (round to
+/// nearest even) — the bits of `a + b`.
+#[inline(always)]
+pub fn add_zero_try(a: F32, b: F32) -> (F32, bool) {
+    let (r, ok) = add_try(a, b);
+    let (zero, a_zero, b_zero) = finite_zero_operand(a.0, b.0);
+    let sum = match (a_zero, b_zero) {
+        (true, true) => F32(a.0 & b.0),
+        (true, false) => b,
+        _ => a,
+    };
+    (if zero { sum } else { r }, ok | zero)
 }
 
 /// [`add_try`]'s same-sign half alone: `(a + b, true)` when both operands

@@ -11,7 +11,9 @@
 
 #![forbid(unsafe_code)]
 
-use super::pack::{ABS_MASK, IMPLICIT, decode, is_nan_bits, is_normal_mag, round_pack};
+use super::pack::{
+    ABS_MASK, IMPLICIT, decode, finite_zero_operand, is_nan_bits, is_normal_mag, round_pack,
+};
 use super::{EXP_MASK, F32, SIG_MASK, SIGN_MASK};
 use core::ops::Mul;
 
@@ -69,6 +71,18 @@ fn mul_general(a: F32, b: F32) -> F32 {
     let (ma, ea) = decode(x);
     let (mb, eb) = decode(y);
     round_pack(sign != 0, (ma as u64 * mb as u64) as u128, ea + eb)
+}
+
+/// [`mul_try`], also answering a zero times a finite value: the zero
+/// with the sign `sign(a) ^ sign(b)` (the bits of `a * b`), so that rows
+/// holding exact zeros (RoPE's Q and K, `sin = 0` at position 0) keep the
+/// fast path.
+#[inline(always)]
+pub fn mul_zero_try(a: F32, b: F32) -> (F32, bool) {
+    let (r, ok) = mul_try(a, b);
+    let (zero, _, _) = finite_zero_operand(a.0, b.0);
+    let signed_zero = F32((a.0 ^ b.0) & SIGN_MASK);
+    (if zero { signed_zero } else { r }, ok | zero)
 }
 
 impl Mul for F32 {

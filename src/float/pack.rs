@@ -114,3 +114,14 @@ round_pack_fn!(
     round_pack_u64,
     u64
 );
+
+/// For the zero-aware fast paths ([`super::mul_zero_try`],
+/// [`super::add_zero_try`]): whether `x` and `y` (bits) are both finite and
+/// at least one is a zero, and which are zeros.
+#[inline(always)]
+pub(super) fn finite_zero_operand(x: u32, y: u32) -> (bool, bool, bool) {
+    let (ax, ay) = (x & ABS_MASK, y & ABS_MASK);
+    let (x_zero, y_zero) = (ax == 0, ay == 0);
+    let finite = (ax < EXP_MASK) & (ay < EXP_MASK);
+    ((x_zero | y_zero) & finite, x_zero, y_zero)
+}

@@ -12,7 +12,7 @@
 //! for [`RopeStyle::Neox`].
 
 use super::check_len;
-use crate::float::{add_try, mul_try};
+use crate::float::{add_zero_try, mul_zero_try};
 use crate::{Error, F32, Result};
 
 /// Which elements form a rotated pair.
@@ -272,43 +272,6 @@ fn rotate_pairs(head: &mut [F32], sin: &[F32], cos: &[F32], style: RopeStyle) {
         head[b] = x0 * s + x1 * c;
     }
 }
-
-/// [`mul_try`], also answering a zero times a finite value: the exact
-/// product, the zero with the sign `sign(a) ^ sign(b)` (the bits of
-/// `a * b`). Rows of Q and K hold exact zeros, and the angles of position
-/// 0 have `sin = 0`; without this every such head would take the general
-/// path.
-#[inline(always)]
-fn mul_zero_try(a: F32, b: F32) -> (F32, bool) {
-    let (r, ok) = mul_try(a, b);
-    let (x, y) = (a.to_bits(), b.to_bits());
-    let (ax, ay) = (x & ABS_MASK, y & ABS_MASK);
-    let zero = ((ax == 0) | (ay == 0)) & (ax < INF_BITS) & (ay < INF_BITS);
-    let signed_zero = F32::from_bits((x ^ y) & SIGN_BIT);
-    (if zero { signed_zero } else { r }, ok | zero)
-}
-
-/// [`add_try`], also answering a zero plus a finite value: the other
-/// operand (exact), and for two zeros `+0` unless both are `-0` (round to
-/// nearest even), the bits of `a + b`.
-#[inline(always)]
-fn add_zero_try(a: F32, b: F32) -> (F32, bool) {
-    let (r, ok) = add_try(a, b);
-    let (x, y) = (a.to_bits(), b.to_bits());
-    let (ax, ay) = (x & ABS_MASK, y & ABS_MASK);
-    let zero = ((ax == 0) | (ay == 0)) & (ax < INF_BITS) & (ay < INF_BITS);
-    let sum = match (ax == 0, ay == 0) {
-        (true, true) => F32::from_bits(x & y),
-        (true, false) => b,
-        _ => a,
-    };
-    (if zero { sum } else { r }, ok | zero)
-}
-
-/// Sign bit, magnitude mask and the bits of `+∞` of a binary32.
-const SIGN_BIT: u32 = 0x8000_0000;
-const ABS_MASK: u32 = 0x7FFF_FFFF;
-const INF_BITS: u32 = 0x7F80_0000;
 
 #[cfg(test)]
 mod tests {
