@@ -6,7 +6,7 @@
 //! this profile keeps the sum in f32 so no wider float type is needed.
 
 use super::check_len;
-use crate::float::{add_same_sign_try, mul_try, sum_left_to_right};
+use crate::float::{add_same_sign_try, mul_try, mul_zero_try, sum_left_to_right};
 use crate::{F32, Result};
 
 /// RMS normalisation of one row (see the module docs for the exact order).
@@ -33,8 +33,10 @@ crate::simd::multiversion! {
 }
 
 /// The portable body of [`rmsnorm`]. The products go through
-/// [`mul_try`] in branch-free loops (which vectorize); a row with any
-/// operand or result outside the normal range is redone with `*`. The sum
+/// [`mul_try`] (the squares) and [`mul_zero_try`] (the scaling: norm
+/// weights hold exact zeros, Gemma 3's among them) in branch-free loops
+/// (which vectorize); a row with any other operand or result outside the
+/// normal range is redone with `*`. The sum
 /// of squares stays one fixed-order chain ([`sum_left_to_right`]).
 #[inline(always)]
 pub(crate) fn rmsnorm_body(x: &[F32], w: &[F32], eps: F32, out: &mut [F32]) -> Result<()> {
@@ -139,15 +141,16 @@ fn squares(x: &[F32], out: &mut [F32]) {
     }
 }
 
-/// `out_i = (x_i · scale) · w_i` with `scale = 1 / sqrt(ss / n + eps)`.
+/// `out_i = (x_i · scale) · w_i` with `scale = 1 / sqrt(ss / n + eps)`;
+/// a zero `x_i` or `w_i` keeps the fast path ([`mul_zero_try`]).
 #[inline(always)]
 fn scale_row(x: &[F32], w: &[F32], eps: F32, ss: F32, out: &mut [F32]) {
     let mean = ss / F32::from_u32(x.len() as u32);
     let scale = F32::ONE / (mean + eps).sqrt();
     let mut ok = true;
     for ((o, &v), &g) in out.iter_mut().zip(x).zip(w) {
-        let (t, k1) = mul_try(v, scale);
-        let (p, k2) = mul_try(t, g);
+        let (t, k1) = mul_zero_try(v, scale);
+        let (p, k2) = mul_zero_try(t, g);
         *o = p;
         ok &= k1 & k2;
     }
@@ -178,8 +181,9 @@ mod tests {
     }
 
     /// [`rmsnorm_body`] and every SIMD build of it the CPU runs equal the
-    /// element-by-element formula, on rows of moderate values and on rows
-    /// with zeros, subnormals, huge values, ±∞ and NaN (the fallback).
+    /// element-by-element formula, on rows of moderate values, rows of
+    /// moderate values and signed zeros (the fast path), and rows with
+    /// zeros, subnormals, huge values, ±∞ and NaN (the fallback).
     #[test]
     fn builds_equal_reference() {
         let simd = rmsnorm_builds::builds();
@@ -197,6 +201,7 @@ mod tests {
                     (1, _) => r, // any bits
                     (2, _) => (r & 0x8000_0000) | (0x6000_0000 + r % 0x0800_0000), // huge
                     (3, _) => (r & 0x8000_0000) | (0x1800_0000 + r % 0x0800_0000), // tiny
+                    (4, 0..3) => r & 0x8000_0000, // ±0 among moderate values
                     _ => (r & 0x8000_0000) | (0x3C00_0000 + r % 0x0700_0000),
                 })
             };
@@ -252,6 +257,7 @@ mod tests {
                     (2, 0..4) => (r & 0x8000_0000) | (0x5E00_0000 + r % 0x0100_0000), // x² near 2^128
                     (2, 4..8) => (r & 0x8000_0000) | (0x2000_0000 + r % 0x0080_0000), // x² subnormal
                     (3, _) => (r & 0x8000_0000) | (0x1F80_0000 + r % 0x0100_0000), // x² about 2^-126
+                    (4, 0..6) => r & 0x8000_0000, // ±0 among moderate values (Gemma 3's norm weights)
                     _ => (r & 0x8000_0000) | (0x3C00_0000 + r % 0x0700_0000),
                 })
             };
