@@ -20,6 +20,7 @@ pub(crate) use add::{add_same_sign_try, add_try, add_zero_try, sum_left_to_right
 pub use convert::{BF16_NAN, F16_NAN};
 pub(crate) use div::div_try;
 pub(crate) use mul::{mul_try, mul_zero_try};
+pub(crate) use pack::from_i64_scaled_try;
 pub use pack::round_pack;
 
 /// IEEE-754 binary32 stored as its bit pattern.

@@ -125,3 +125,91 @@ pub(super) fn finite_zero_operand(x: u32, y: u32) -> (bool, bool, bool) {
     let finite = (ax < EXP_MASK) & (ay < EXP_MASK);
     ((x_zero | y_zero) & finite, x_zero, y_zero)
 }
+
+/// `sig · 2^exp` rounded to nearest, ties to even, and whether that is the
+/// answer: the bits of [`F32::from_i128_scaled`] wherever `sig = 0` (`+0`)
+/// or `|sig| · 2^exp` is at least the smallest normal and its result is
+/// not ∞; every other input is declined (the caller redoes
+/// those), a value rounding up to the smallest normal among them. Branch-free, so
+/// a loop over it vectorizes: `|sig|` is cut to 24 bits at its leading
+/// one, the bits below decide the rounding, and a carry out of the 24 bits
+/// moves into the exponent field.
+#[inline(always)]
+pub(crate) fn from_i64_scaled_try(sig: i64, exp: i32) -> (F32, bool) {
+    let mag = sig.unsigned_abs();
+    let bits_in = 64 - mag.leading_zeros() as i32;
+    let cut = bits_in - 24; // -24 ..= 40
+    let right = cut.max(0) as u32;
+    let left = (-cut).max(0) as u32;
+    let q = mag >> right;
+    let rem = mag - (q << right);
+    let half = (1u64 << right) >> 1;
+    let tie_up = (rem == half) & (q & 1 == 1) & (right > 0);
+    let q = (q + ((rem > half) | tie_up) as u64) << left; // [2^23, 2^24]
+    // q's leading bit lands in the exponent field: biased exponent field + 1.
+    // Wrapping cannot land in 0..=254 (|cut + 149| < 2^8): a huge |exp| is
+    // declined as subnormal or ∞.
+    let field = exp.wrapping_add(cut).wrapping_add(149);
+    let bits = ((field as i64) << 23).wrapping_add(q as i64);
+    let normal = (field >= 0) & (bits < 0x7F80_0000);
+    let bits = bits as u32;
+    let sign = ((sig < 0) as u32) << 31;
+    let zero = mag == 0;
+    let r = if zero { 0 } else { bits | sign };
+    (F32(r), zero | normal)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// [`from_i64_scaled_try`] equals [`F32::from_i128_scaled`] wherever it
+    /// answers, and answers every zero and every normal result (all but the
+    /// smallest normal reached by rounding up from below): significands
+    /// of every bit length from 1 to 64 (with runs of ones and exact halves
+    /// below the 24th bit, so ties and carries into the next binade show),
+    /// both signs, `i64::MIN`, and exponents from past the subnormals to past
+    /// overflow and at both ends of `i32`.
+    #[test]
+    fn from_i64_scaled_try_equals_from_i128_scaled() {
+        let mut next = crate::testutil::lcg(0x5CA1_ED00_7E57_u64);
+        let mut answered = 0u32;
+        for round in 0..400_000u32 {
+            let len = 1 + round % 64;
+            let raw = (next() as u64) << 32 | next() as u64;
+            let mag = match round % 4 {
+                0 => raw,
+                1 => u64::MAX, // all ones: every rounding carries
+                2 => (raw | 1) << 40 >> 40 | 1 << 39, // ties and halves below bit 24
+                _ => raw & !0xFF_FFFF | 0x80_0000,
+            } >> (64 - len);
+            let sig = if round % 3 == 0 {
+                (mag as i64).wrapping_neg()
+            } else {
+                mag as i64
+            };
+            let sig = if round % 9973 == 0 { i64::MIN } else { sig };
+            let exp = match round % 5 {
+                0 => (next() % 400) as i32 - 250,
+                1 => (next() % 80) as i32 - 190 - len as i32 + 24, // around the smallest normal
+                2 => (next() % 40) as i32 + 100 - len as i32,      // around overflow
+                3 => [i32::MIN, i32::MIN + 200, i32::MAX - 200, i32::MAX][(next() % 4) as usize],
+                _ => (next() % 60) as i32 - 30,
+            };
+            let want = F32::from_i128_scaled(sig as i128, exp);
+            let (got, ok) = from_i64_scaled_try(sig, exp);
+            let normal = is_normal_mag(want.0 & ABS_MASK);
+            if ok {
+                answered += 1;
+                assert_eq!(got.0, want.0, "sig {sig} exp {exp}");
+            }
+            // Declined normals: only the smallest, reached by rounding a
+            // value below it up (its rounding quantum is the subnormals').
+            let rounded_up_to_normal = want.0 & ABS_MASK == MIN_NORMAL;
+            let must_answer = sig == 0 || (normal && !rounded_up_to_normal);
+            assert!(ok || !must_answer, "declined: sig {sig} exp {exp}");
+            assert!(!ok || sig == 0 || normal, "answered: sig {sig} exp {exp}");
+        }
+        assert!(answered > 200_000, "{answered}");
+    }
+}
