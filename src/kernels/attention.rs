@@ -181,11 +181,17 @@ fn group_f16<K: KvRead + ?Sized>(
     for (b, &x) in qb.iter_mut().zip(qg) {
         *b = x.to_f16_bits();
     }
+    // Each q row at its lowest live exponent, at most WIN_Q below its
+    // largest: the narrower the q rows, the wider the K rows' window.
+    let mut wq = 0;
     for (gi, qh) in qb.chunks_exact(hd).enumerate() {
-        q_base[gi] = max_sh(qh).saturating_sub(WIN_Q);
+        let top = max_sh(qh);
+        q_base[gi] = top.saturating_sub(WIN_Q).max(min_live_sh(qh).min(top));
+        wq = wq.max(top - q_base[gi]);
         let (fits, bad) = fix_row(qh, q_base[gi], &mut qx[gi * hd..(gi + 1) * hd]);
         (q_fits, q_bad[gi]) = (q_fits && fits, bad);
     }
+    let k_win = win_k(hd, wq);
     let qx = &qx[..group * hd];
     let mut x = [0i32; MAX_HEAD_DIM];
     // K rows left out, for the class path (in batches of MISS_LIST).
@@ -197,7 +203,7 @@ fn group_f16<K: KvRead + ?Sized>(
         };
         let k = k.get(k0..k0 + hd).ok_or(short_row(k0 + hd, k.len()))?;
         let mut dots = [0i64; MAX_GROUP];
-        let Some((k_base, k_bad)) = (fns.qk)(k, qx, &mut x, &mut dots[..group]) else {
+        let Some((k_base, k_bad)) = (fns.qk)(k, qx, k_win, &mut x, &mut dots[..group]) else {
             if let Some(m) = miss.get_mut(n_miss) {
                 *m = t as u32;
             }
@@ -502,7 +508,8 @@ fn pv_classes<K: KvRead + ?Sized>(
 }
 
 /// Fixed-point windows, in binades below a row's largest exponent (values
-/// then below 2^(11 + w)): q rows keep [`WIN_Q`], K rows [`win_k`] (`hd`
+/// then below 2^(11 + w)): q rows keep at most [`WIN_Q`] (fewer where
+/// their values span fewer), K rows [`win_k`] of the q rows' window (`hd`
 /// products stay below 2^63), V rows [`WIN_V`] below the largest exponent of
 /// all the V rows of the head (values below 2^31). A value further down
 /// sends its row to the exponent-class path: q rows, which take every K row
@@ -511,12 +518,15 @@ pub(crate) const WIN_Q: u32 = 20;
 /// See [`WIN_Q`].
 pub(crate) const WIN_V: u32 = 20;
 
-/// K rows' window for head_dim `hd` (at most [`MAX_HEAD_DIM`] = 2^8):
-/// `hd · 2^((11 + WIN_Q) + (11 + w))` ≤ 2^63, so at least 13.
+/// K rows' window for head_dim `hd` (at most [`MAX_HEAD_DIM`] = 2^8)
+/// against q rows of window `wq` (at most [`WIN_Q`]): the largest `w ≤ 20`
+/// (values below 2^31) with `hd · 2^((11 + wq) + (11 + w))` ≤ 2^63, so at
+/// least 13.
 #[inline(always)]
-pub(crate) const fn win_k(hd: usize) -> u32 {
+pub(crate) const fn win_k(hd: usize, wq: u32) -> u32 {
     let log = usize::BITS - hd.saturating_sub(1).leading_zeros(); // ⌈log2 hd⌉
-    let w = 63u32.saturating_sub(22 + WIN_Q + log);
+    let wq = if wq < WIN_Q { wq } else { WIN_Q };
+    let w = 63u32.saturating_sub(22 + wq + log);
     if w < 20 { w } else { 20 }
 }
 /// `1.0` as a `P = p · 2^24`.
@@ -546,12 +556,22 @@ fn row_fns() -> RowFns {
 
 crate::simd::multiversion! {
     /// Builds of [`qk_row`].
-    mod qk_builds = qk_row(k: &[u16], qx: &[i32], x: &mut [i32], dots: &mut [i64]) -> Option<(u32, bool)>;
+    mod qk_builds = qk_row(k: &[u16], qx: &[i32], win: u32, x: &mut [i32], dots: &mut [i64]) -> Option<(u32, bool)>;
 }
 
 crate::simd::multiversion! {
     /// Builds of [`pv_row`].
     mod pv_builds = pv_row(v: &[u16], base: u32, p: &[i32], x: &mut [i32], acc: &mut [i64]) -> Option<bool>;
+}
+
+/// The smallest `sh` ([`crate::quant::fixed::f16_fixed`]) of the non-zero
+/// values of a row of binary16 values (`u32::MAX` if there is none).
+#[inline(always)]
+pub(crate) fn min_live_sh(h: &[u16]) -> u32 {
+    h.iter().fold(u32::MAX, |a, &b| {
+        let sh = ((b >> 10) as u32 & 31).max(1) - 1;
+        a.min(if b & 0x7FFF != 0 { sh } else { u32::MAX })
+    })
 }
 
 /// The largest `sh` ([`crate::quant::fixed::f16_fixed`]) of a row of
@@ -581,14 +601,16 @@ pub(crate) fn fix_row(h: &[u16], base: u32, x: &mut [i32]) -> (bool, bool) {
 }
 
 /// One K row `k` (head_dim values) against the group's fixed q rows `qx`
-/// (`dots.len()` rows of head_dim, windows of [`WIN_Q`]): the row fixed at
-/// `k_base = max_sh(k) − win_k(hd)` (at least 0) into the scratch `x` and
+/// (`dots.len()` rows of head_dim, in windows of `wq`; `win` is
+/// [`win_k`]`(hd, wq)`): the row fixed at
+/// `k_base = max_sh(k) − win` (at least 0) into the scratch `x` and
 /// `dots[g] = Σ qx_g·x` exactly. `Some((k_base, bad))`, or `None` (`dots`
 /// not written) when the row does not fit its window.
 #[inline(always)]
 pub(crate) fn qk_row(
     k: &[u16],
     qx: &[i32],
+    win: u32,
     x: &mut [i32],
     dots: &mut [i64],
 ) -> Option<(u32, bool)> {
@@ -596,7 +618,7 @@ pub(crate) fn qk_row(
     if qx.len() != dots.len() * hd || x.len() < hd {
         return None;
     }
-    let base = max_sh(k).saturating_sub(win_k(hd));
+    let base = max_sh(k).saturating_sub(win);
     let (fits, bad) = fix_row(k, base, &mut x[..hd]);
     if !fits {
         return None;
@@ -816,6 +838,42 @@ mod tests {
         (m as i128) << sh
     }
 
+    /// [`win_k`] at its bound: q and K rows of the largest binary16
+    /// mantissas, all at the top of their windows (every q window from 0
+    /// to [`WIN_Q`], the K window `win_k(hd, wq)`), give dots equal to the
+    /// exact sums in every build: a window one binade wider overflows
+    /// `i64` for the widest q windows.
+    #[test]
+    fn qk_row_at_the_window_bound() {
+        let builds = qk_builds::builds();
+        for hd in [1usize, 7, 64, 100, MAX_HEAD_DIM] {
+            for wq in 0..=WIN_Q {
+                let top = 25u32; // exponent field 26: values near 2^11
+                let h = 0x03FF | ((top as u16 + 1) << 10);
+                let q = [h; MAX_HEAD_DIM];
+                let mut qx = [0i32; MAX_HEAD_DIM];
+                let (fits, _) = fix_row(&q[..hd], top - wq, &mut qx[..hd]);
+                assert!(fits);
+                let win = win_k(hd, wq);
+                let exact = hd as i128 * fixed24(h) * fixed24(h);
+                let mut xs = [0i32; MAX_HEAD_DIM];
+                let mut dots = [0i64; 1];
+                let got = qk_row(&q[..hd], &qx[..hd], win, &mut xs, &mut dots);
+                let (k_base, _) = got.expect("fits");
+                assert_eq!(
+                    (dots[0] as i128) << (top - wq + k_base),
+                    exact,
+                    "hd {hd} wq {wq}"
+                );
+                for f in builds.iter().flatten() {
+                    let mut d2 = [0i64; 1];
+                    assert_eq!(f(&q[..hd], &qx[..hd], win, &mut xs, &mut d2), got);
+                    assert_eq!(d2, dots, "hd {hd} wq {wq}");
+                }
+            }
+        }
+    }
+
     /// The fixed-point row kernels against exact `i128` sums: when a row
     /// fits its window, `qk_row`'s dots scaled by the two bases are the
     /// exact `Σ q·k`, and `pv_row` adds exactly `P·v`; rows of every
@@ -839,21 +897,32 @@ mod tests {
             let mut qx = [0i32; MAX_GROUP * MAX_HEAD_DIM];
             let mut q_base = [0u32; MAX_GROUP];
             let mut q_fits = true;
+            // q windows of WIN_Q or 0..=WIN_Q binades; the K window follows
+            // the widest.
+            let mut wq = 0;
             for gi in 0..g {
                 let span = 1 + next() % 18;
                 let lo = next() % 20;
                 qb[gi] = row(&mut next, lo, span);
-                q_base[gi] = max_sh(&qb[gi][..hd]).saturating_sub(WIN_Q);
+                let top = max_sh(&qb[gi][..hd]);
+                let w = if round % 2 == 0 {
+                    WIN_Q
+                } else {
+                    next() % (WIN_Q + 1)
+                };
+                q_base[gi] = top.saturating_sub(w);
+                wq = wq.max(top - q_base[gi]);
                 let (fits, _) = fix_row(&qb[gi][..hd], q_base[gi], &mut qx[gi * hd..(gi + 1) * hd]);
                 q_fits &= fits;
             }
+            let win = win_k(hd, wq);
             if !q_fits {
                 continue;
             }
             let finite = |h: &[u16]| h.iter().all(|&b| !f16_nonfinite(b));
             let mut dots = [0i64; MAX_GROUP];
             let mut xs = [0i32; MAX_HEAD_DIM];
-            let got = qk_row(k, &qx[..g * hd], &mut xs, &mut dots[..g]);
+            let got = qk_row(k, &qx[..g * hd], win, &mut xs, &mut dots[..g]);
             match got {
                 Some((k_base, bad)) => {
                     fitted += 1;
@@ -890,7 +959,7 @@ mod tests {
             for fns in simd.iter().flatten() {
                 let mut d2 = [0i64; MAX_GROUP];
                 assert_eq!(
-                    (fns.qk)(k, &qx[..g * hd], &mut xs, &mut d2[..g]),
+                    (fns.qk)(k, &qx[..g * hd], win, &mut xs, &mut d2[..g]),
                     got,
                     "qk, hd {hd}"
                 );
