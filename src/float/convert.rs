@@ -232,3 +232,64 @@ impl F32 {
         round_pack(neg, int, 0)
     }
 }
+
+/// [`F32::to_f16_bits`] where the answer is a normal binary16 or `x` is
+/// ±0, and whether it answered (`|x|` in `[2^-14, 65520)`, or zero): one
+/// rebias-and-round step without branches, so that a loop over it
+/// vectorizes. Every other input (subnormal halves, overflow, ∞, NaN) is
+/// declined.
+#[inline(always)]
+pub(crate) fn to_f16_bits_try(x: F32) -> (u16, bool) {
+    let sign = ((x.0 & SIGN_MASK) >> 16) as u16;
+    let ax = x.0 & 0x7FFF_FFFF;
+    // The same step as `to_f16_bits`' normal range (65520 and up would
+    // round to ∞: excluded by the upper bound 0x4780_0000 − 2^12).
+    let normal = ax.wrapping_sub(0x3880_0000) < 0x477F_F000 - 0x3880_0000;
+    let r = (ax
+        .wrapping_sub(0x3800_0000)
+        .wrapping_add(0x0FFF + ((ax >> 13) & 1)))
+        >> 13;
+    let zero = ax == 0;
+    (sign | if normal { r as u16 } else { 0 }, normal | zero)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// [`to_f16_bits_try`] equals [`F32::to_f16_bits`] wherever it answers
+    /// and answers the zeros and the inputs whose half is normal and
+    /// finite (but values below 2^-14 that round up to it), no other: every 61st binary32, and every input within 2^14 of the
+    /// range's edges (2^-14, 65520) and of zero, both signs.
+    #[test]
+    fn to_f16_bits_try_equals_to_f16_bits() {
+        let check = |b: u32| {
+            let x = F32(b);
+            let want = x.to_f16_bits();
+            let (got, ok) = to_f16_bits_try(x);
+            let normal_half = want & 0x7C00 != 0 && want & 0x7C00 != 0x7C00;
+            let zero = b & 0x7FFF_FFFF == 0;
+            // A value below 2^-14 rounding up to it may be declined.
+            let rounded_up = want & 0x7FFF == 0x0400 && b & 0x7FFF_FFFF < 0x3880_0000;
+            assert!(!ok || normal_half || zero, "answered {b:#x}");
+            assert!(
+                ok || !(normal_half || zero) || rounded_up,
+                "declined {b:#x}"
+            );
+            if ok {
+                assert_eq!(got, want, "{b:#x}");
+            }
+        };
+        for b in (0..=u32::MAX).step_by(61) {
+            check(b);
+        }
+        for edge in [0u32, 0x3880_0000, 0x477F_F000] {
+            for d in 0..1u32 << 14 {
+                for sign in [0, SIGN_MASK] {
+                    check(sign | edge.wrapping_add(d));
+                    check(sign | edge.wrapping_sub(d + 1) & 0x7FFF_FFFF);
+                }
+            }
+        }
+    }
+}

@@ -17,6 +17,7 @@ mod pack;
 mod sqrt;
 
 pub(crate) use add::{add_same_sign_try, add_try, add_zero_try, sum_left_to_right};
+pub(crate) use convert::to_f16_bits_try;
 pub use convert::{BF16_NAN, F16_NAN};
 pub(crate) use div::div_try;
 pub(crate) use mul::{mul_try, mul_zero_try};

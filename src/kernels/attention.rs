@@ -14,6 +14,7 @@
 //! `n_kv_head·head_dim` elements; this is checked before anything is written.
 
 use super::softmax;
+use crate::float::to_f16_bits_try;
 use crate::kv::{KvRead, KvSlice, KvType};
 use crate::quant::dot::{F16_FLUSH, f16_split};
 use crate::quant::fixed::{ExactAcc, f16_nonfinite, finish_i64_row};
@@ -178,8 +179,16 @@ fn group_f16<K: KvRead + ?Sized>(
     let mut q_fits = true;
     let mut qb = [0u16; MAX_GROUP * MAX_HEAD_DIM];
     let qb = &mut qb[..group * hd];
+    // Normal halves (and zeros) in one branch-free loop; else all again.
+    let mut q_normal = true;
     for (b, &x) in qb.iter_mut().zip(qg) {
-        *b = x.to_f16_bits();
+        let (h, ok) = to_f16_bits_try(x);
+        (*b, q_normal) = (h, q_normal & ok);
+    }
+    if !q_normal {
+        for (b, &x) in qb.iter_mut().zip(qg) {
+            *b = x.to_f16_bits();
+        }
     }
     // Each q row at its lowest live exponent, at most WIN_Q below its
     // largest: the narrower the q rows, the wider the K rows' window.
