@@ -455,9 +455,10 @@ pub(crate) trait FusedChunkKernel: Copy {
     ) -> [ChunkSums; ACT_TILE];
     /// Whether [`Self::tile_wide`] computes anything.
     const HAS_WIDE: bool = false;
-    /// [`Self::tile`] for [`WIDE_GROUPS`] groups back to back in `rows`;
-    /// where the chunk is the rows' only one (`whole`), an input row's
-    /// cells may come back rounded instead ([`WideTileOut`]). By default
+    /// [`Self::tile`] for [`WIDE_GROUPS`] groups back to back in `rows`,
+    /// into `out`; where the chunk is the rows' only one (`whole`), an input
+    /// row's cells may come back rounded instead ([`WideTileOut`]). Sets
+    /// the entries of the tile's input rows and no others. By default
     /// nothing computed (the drivers call it only where [`Self::HAS_WIDE`]).
     fn tile_wide(
         self,
@@ -465,9 +466,10 @@ pub(crate) trait FusedChunkKernel: Copy {
         rb: usize,
         (b0, nb, whole): (usize, usize, bool),
         t: &ActTile<'_, WIDE_TILE>,
-    ) -> WideTileOut<WIDE_TILE> {
-        let _ = (self, rows, rb, b0, nb, whole, t);
-        WideTileOut::NOT_COMPUTED
+        out: &mut WideTileOut<WIDE_TILE>,
+    ) {
+        let _ = (self, rows, rb, b0, nb, whole);
+        out.set_not_computed(t.n);
     }
 }
 
@@ -488,6 +490,78 @@ impl<const N: usize> WideTileOut<N> {
         sums: [[ChunkSums::NOT_COMPUTED; N]; WIDE_GROUPS],
         finished: [None; N],
     };
+
+    /// Marks the first `n` input rows (at most `N`) not computed.
+    #[inline(always)]
+    pub fn set_not_computed(&mut self, n: usize) {
+        for j in 0..n.min(N) {
+            self.finished[j] = None;
+            for group in self.sums.iter_mut() {
+                group[j] = ChunkSums::NOT_COMPUTED;
+            }
+        }
+    }
+}
+
+/// The wide driver's working storage, set up once per matrix and reused
+/// by every wide group of it ([`group_wide`]): zeroing it per group cost a
+/// fifth as much as the kernel that fills it. Column `j` of `cells` holds
+/// the current input rows' sums only where `live[j]`; a column is zeroed
+/// when first added to.
+pub(crate) struct WideScratch<'a, const MT: usize> {
+    /// The current tile of input rows.
+    tile: ActTile<'a, WIDE_TILE>,
+    /// The kernel's results for the current tile.
+    out: WideTileOut<WIDE_TILE>,
+    /// The group's cells, `[weight row][input row]`.
+    cells: [[ExactAcc; MT]; WIDE_ROWS],
+    /// The columns of `cells` that hold the current input rows' sums.
+    live: [bool; MT],
+    /// Per input row, its cells the kernel rounded ([`WideTileOut::finished`]).
+    finished: [Option<[F32; WIDE_ROWS]>; MT],
+}
+
+impl<const MT: usize> WideScratch<'_, MT> {
+    /// Storage holding nothing yet.
+    const EMPTY: Self = WideScratch {
+        tile: ActTile::EMPTY,
+        out: WideTileOut::NOT_COMPUTED,
+        cells: [[ExactAcc {
+            sum: 0,
+            nonfinite: false,
+        }; MT]; WIDE_ROWS],
+        live: [false; MT],
+        finished: [None; MT],
+    };
+
+    /// Forgets the previous input rows: no column live, none finished.
+    #[inline(always)]
+    fn start_pass(&mut self) {
+        self.live = [false; MT];
+        self.finished = [None; MT];
+    }
+
+    /// Zeroes column `j` of the cells if it is not yet live.
+    #[inline(always)]
+    fn make_live(&mut self, j: usize) {
+        if !self.live[j] {
+            self.live[j] = true;
+            for row in self.cells.iter_mut() {
+                row[j] = ExactAcc::default();
+            }
+        }
+    }
+
+    /// Weight row `r`'s value for input row `j`: its rounded cell, or its
+    /// cell's sum rounded (zero if nothing was added).
+    #[inline(always)]
+    fn value(&self, r: usize, j: usize) -> F32 {
+        match (&self.finished[j], self.live[j]) {
+            (Some(values), _) => values[r],
+            (None, true) => self.cells[r][j].finish(),
+            (None, false) => ExactAcc::default().finish(),
+        }
+    }
 }
 
 /// No fused kernel (the portable build).
@@ -947,6 +1021,7 @@ pub(crate) fn blocked_rows<K: FusedChunkKernel>(
     let mut wc = WeightChunkScales::ZERO;
     let mut buf: [Option<ActRow<'_>>; ACT_ROWS_PER_PASS] = [None; ACT_ROWS_PER_PASS];
     let mut groups = n_rows / ROW_GROUP;
+    let mut scratch: Option<WideScratch<'_, WIDE_TILE>> = None;
     for s0 in (0..m).step_by(ACT_ROWS_PER_PASS) {
         let sl = ACT_ROWS_PER_PASS.min(m - s0);
         for (j, a) in buf.iter_mut().enumerate().take(sl) {
@@ -970,7 +1045,8 @@ pub(crate) fn blocked_rows<K: FusedChunkKernel>(
             let cells = &mut out[g * ROW_GROUP * m..(g + step) * ROW_GROUP * m];
             let ok = match wide {
                 Some(k) => {
-                    group_wide::<WIDE_TILE, K>(w, rg, acts, s0, m, cells, k, &mut wc).map(|ran| {
+                    let scratch = scratch.get_or_insert(WideScratch::EMPTY);
+                    group_wide(w, rg, acts, s0, m, cells, k, &mut wc, scratch).map(|ran| {
                         if ran && s0 == 0 {
                             wide_rows += WIDE_ROWS;
                         }
@@ -1187,7 +1263,8 @@ fn chunk_fused<const MT: usize, K: FusedChunkKernel>(
     let mut j0 = 0;
     while j0 < mt {
         let n = ACT_TILE.min(mt - j0);
-        let tile = act_tile(&acts[j0..j0 + n], ch)?;
+        let mut tile = ActTile::EMPTY;
+        fill_act_tile(&mut tile, &acts[j0..j0 + n], ch)?;
         let results = match n {
             2.. => k.tile(group_bytes, rb, ch.b0, ch.nb, &tile),
             _ => {
@@ -1215,20 +1292,35 @@ fn chunk_fused<const MT: usize, K: FusedChunkKernel>(
     Some(())
 }
 
-/// The tile of input rows `acts` (at most `T`) for chunk `ch`
-/// (`None` if a row is missing or shorter).
+/// The tile of input rows `acts` (at most `T`) for chunk `ch`, written
+/// over `tile` in place (a tile is kilobytes: returned by value it was
+/// copied twice per kernel call). `None` if a row is missing or shorter.
 #[inline(always)]
-fn act_tile<'a, const T: usize>(acts: &[Option<ActRow<'a>>], ch: Chunk) -> Option<ActTile<'a, T>> {
-    let mut tile = ActTile {
-        n: acts.len().min(T),
-        qs: [&[]; T],
-        sc: [&[]; T],
-        ch: [ChunkScale::default(); T],
-    };
+fn fill_act_tile<'a, const T: usize>(
+    tile: &mut ActTile<'a, T>,
+    acts: &[Option<ActRow<'a>>],
+    ch: Chunk,
+) -> Option<()> {
+    tile.n = acts.len().min(T);
     for (t, a) in acts.iter().take(T).enumerate() {
         (tile.qs[t], tile.sc[t], tile.ch[t]) = ch.of(a.as_ref()?)?;
     }
-    Some(tile)
+    Some(())
+}
+
+impl<const T: usize> ActTile<'_, T> {
+    /// A tile holding no input row.
+    const EMPTY: Self = ActTile {
+        n: 0,
+        qs: [&[]; T],
+        sc: [&[]; T],
+        ch: [ChunkScale {
+            dbase: 0,
+            dspread: 0,
+            sbase: 0,
+            sspread: 0,
+        }; T],
+    };
 }
 
 /// Weight rows of a wide group.
@@ -1242,15 +1334,16 @@ pub(crate) const WIDE_ROWS: usize = WIDE_GROUPS * ROW_GROUP;
 /// (`None`, with nothing written, as for [`group`]).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn group_wide<const MT: usize, K: FusedChunkKernel>(
+fn group_wide<'a, const MT: usize, K: FusedChunkKernel>(
     w: &QMatrix<'_>,
     r0: usize,
-    all: &[Option<ActRow<'_>>],
+    all: &[Option<ActRow<'a>>],
     col0: usize,
     m: usize,
     out: &mut [F32],
     k: K,
     wc: &mut WeightChunkScales,
+    scratch: &mut WideScratch<'a, MT>,
 ) -> Option<bool> {
     let rb = w.row_bytes();
     let bytes = w.data.get(r0 * rb..(r0 + WIDE_ROWS) * rb)?;
@@ -1276,24 +1369,19 @@ fn group_wide<const MT: usize, K: FusedChunkKernel>(
             }
             continue;
         }
-        let mut cells = [[ExactAcc::default(); MT]; WIDE_ROWS];
-        let mut finished = [None; MT];
+        scratch.start_pass();
         for (index, b0) in (0..nb).step_by(CHUNK_BLOCKS).enumerate() {
             let ch = Chunk {
                 index,
                 b0,
                 nb: CHUNK_BLOCKS.min(nb - b0),
             };
-            let sums = (&mut cells, &mut finished);
-            chunk_wide(w.ty, fmt, (bytes, rb), &rows, (ch, nb), acts, k, sums)?;
+            chunk_wide(w.ty, fmt, (bytes, rb), &rows, (ch, nb), acts, k, scratch)?;
             ran = true;
         }
-        for (r, row_cells) in cells.iter().enumerate() {
-            for (j, (c, f)) in row_cells.iter().zip(&finished).enumerate().take(mt) {
-                out[r * m + col0 + m0 + j] = match f {
-                    Some(values) => values[r],
-                    None => c.finish(),
-                };
+        for r in 0..WIDE_ROWS {
+            for j in 0..mt {
+                out[r * m + col0 + m0 + j] = scratch.value(r, j);
             }
         }
     }
@@ -1302,63 +1390,74 @@ fn group_wide<const MT: usize, K: FusedChunkKernel>(
 
 /// One chunk of a wide group: the input rows `acts` in tiles of
 /// [`WIDE_TILE`] through the wide kernel, each row's sums added to its
-/// `cells`, or the chunk summed by [`chunk_in_i128`] where they do not fit
-/// `i64`. Where the chunk is the rows' only one (`nb` blocks in all), an
-/// input row (of finite scales) whose cells the kernel rounded goes to
-/// `finished` instead.
+/// cells in `scratch`, or the chunk summed by [`chunk_in_i128`] where they
+/// do not fit `i64`. Where the chunk is the rows' only one (`nb` blocks in
+/// all), an input row (of finite scales) whose cells the kernel rounded
+/// is marked finished instead.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn chunk_wide<const MT: usize, K: FusedChunkKernel>(
+fn chunk_wide<'a, const MT: usize, K: FusedChunkKernel>(
     ty: GgmlType,
     fmt: BlockedFormat,
     (bytes, rb): (&[u8], usize),
     rows: &[&[u8]; WIDE_ROWS],
     (ch, nb): (Chunk, usize),
-    acts: &[Option<ActRow<'_>>],
+    acts: &[Option<ActRow<'a>>],
     k: K,
-    (cells, finished): WideCells<'_, MT>,
+    scratch: &mut WideScratch<'a, MT>,
 ) -> Option<()> {
     let mt = acts.len().min(MT);
     let whole = ch.b0 == 0 && ch.nb == nb;
     for j0 in (0..mt).step_by(WIDE_TILE) {
         let n = WIDE_TILE.min(mt - j0);
-        let tile = act_tile::<WIDE_TILE>(&acts[j0..j0 + n], ch)?;
-        let mut out = k.tile_wide(bytes, rb, (ch.b0, ch.nb, whole), &tile);
+        fill_act_tile(&mut scratch.tile, &acts[j0..j0 + n], ch)?;
+        k.tile_wide(
+            bytes,
+            rb,
+            (ch.b0, ch.nb, whole),
+            &scratch.tile,
+            &mut scratch.out,
+        );
         let mut pending = n;
-        for (t, values) in out.finished.iter().enumerate().take(n) {
+        for t in 0..n {
             let finite = acts[j0 + t].is_some_and(|a| a.flags & fmt.act_flags == 0);
-            if let (Some(values), true) = (values, finite) {
-                finished[j0 + t] = Some(*values);
-                pending -= 1;
-                // Nothing left to add to the row's cells.
-                for group in out.sums.iter_mut() {
-                    group[t] = ChunkSums::ZERO;
+            match (scratch.out.finished[t], finite) {
+                (Some(values), true) => {
+                    scratch.finished[j0 + t] = Some(values);
+                    pending -= 1;
+                    // Nothing to add to the row's cells (not live: unread).
+                    for group in scratch.out.sums.iter_mut() {
+                        group[t] = ChunkSums::ZERO;
+                    }
                 }
+                (Some(_), false) => {
+                    // The kernel left this row's sums unset (they may be an
+                    // earlier tile's): marked not computed, as it returns them.
+                    for group in scratch.out.sums.iter_mut() {
+                        group[t] = ChunkSums::NOT_COMPUTED;
+                    }
+                    scratch.make_live(j0 + t);
+                }
+                (None, _) => scratch.make_live(j0 + t),
             }
         }
         if pending == 0 {
             continue;
         }
-        for (g, group_results) in out.sums.iter().enumerate() {
+        for (g, group_results) in scratch.out.sums.iter().enumerate() {
             let at = g * ROW_GROUP;
             let group = GroupSums {
                 rows: rows[at..at + ROW_GROUP].try_into().ok()?,
                 results: &group_results[..n],
             };
-            let group_cells = &mut cells[at..at + ROW_GROUP];
+            let group_cells = &mut scratch.cells[at..at + ROW_GROUP];
             let acts = &acts[j0..j0 + n];
-            group.add_to_cells(ty, fmt, ch, acts, (&tile.qs, &tile.sc), j0, group_cells);
+            let tile = (&scratch.tile.qs[..], &scratch.tile.sc[..]);
+            group.add_to_cells(ty, fmt, ch, acts, tile, j0, group_cells);
         }
     }
     Some(())
 }
-
-/// A wide group's cells (`[weight row][input row]`) and its input rows'
-/// finished cells ([`WideTileOut::finished`]).
-type WideCells<'c, const MT: usize> = (
-    &'c mut [[ExactAcc; MT]; WIDE_ROWS],
-    &'c mut [Option<[F32; WIDE_ROWS]>; MT],
-);
 
 /// A fused kernel's chunk sums for one row group: its weight rows and,
 /// per input row of a tile, the [`ChunkSums`].

@@ -240,9 +240,10 @@ macro_rules! isa_build {
                     rb: usize,
                     chunk: (usize, usize, bool),
                     t: &ActTile<'_, WIDE_TILE>,
-                ) -> WideTileOut<WIDE_TILE> {
+                    out: &mut WideTileOut<WIDE_TILE>,
+                ) {
                     // SAFETY: as in `one_input`.
-                    unsafe { $wide::<F, WIDE_TILE>(rows, rb, chunk, t) }
+                    unsafe { $wide::<F, WIDE_TILE>(rows, rb, chunk, t, out) }
                 }
             )?
         }
@@ -1132,12 +1133,13 @@ fn tile16_vnni512<F: Format, const N: usize>(
     rb: usize,
     (b0, nb, whole): (usize, usize, bool),
     t: &ActTile<'_, N>,
-) -> WideTileOut<N> {
+    res: &mut WideTileOut<N>,
+) {
     let bs = F::BLOCK_BYTES;
-    let mut res = WideTileOut::<N>::NOT_COMPUTED;
     let n = t.n.min(N);
     if !tile_in_bounds((rows, WIDE_ROWS), rb, (b0, nb), bs, t) {
-        return res;
+        res.set_not_computed(n);
+        return;
     }
     let base = rows.as_ptr();
     let row_at = _mm512_mullo_epi32(
@@ -1183,12 +1185,11 @@ fn tile16_vnni512<F: Format, const N: usize>(
         }
     }
     for (j, acc) in acc.iter().enumerate().take(n) {
-        match chunk.finished::<F>(acc, &t.ch[j]).filter(|_| whole) {
-            Some(cells) => res.finished[j] = Some(cells),
-            None => chunk.results::<F, N>(acc, &t.ch[j], j, &mut res.sums),
+        res.finished[j] = chunk.finished::<F>(acc, &t.ch[j]).filter(|_| whole);
+        if res.finished[j].is_none() {
+            chunk.results::<F, N>(acc, &t.ch[j], j, &mut res.sums);
         }
     }
-    res
 }
 
 /// One block's scales of the sixteen weight rows, in lanes: `d`'s
