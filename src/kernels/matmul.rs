@@ -10,7 +10,9 @@
 //! inputs. With M > 1 the cells are produced weight-row-major into `scratch`
 //! `(n_out, M)` and transposed into `out` `(M, n_out)` at the end.
 
-#![forbid(unsafe_code)]
+// `deny`, not `forbid`: the multiversion macro allows its own `unsafe`
+// (the target-feature calls); this file writes none.
+#![deny(unsafe_code)]
 
 use crate::quant::{ActKind, QActs, QMatrix, fast};
 use crate::{Error, F32, Parallel, Result};
@@ -99,6 +101,17 @@ const TILE: usize = 16;
 /// (writing a column of a tile touched sixteen output lines at once, which
 /// share a cache set where a row is a multiple of 4 KiB).
 fn transpose_rows(src: &[F32], m: usize, r0: usize, out: &mut [F32], n_out: usize) {
+    transpose_builds::best(src, m, r0, out, n_out);
+}
+
+crate::simd::multiversion! {
+    /// Builds of [`transpose_body`] (wider loads and stores per tile line).
+    mod transpose_builds = transpose_body(src: &[F32], m: usize, r0: usize, out: &mut [F32], n_out: usize);
+}
+
+/// The portable body of [`transpose_rows`].
+#[inline(always)]
+fn transpose_body(src: &[F32], m: usize, r0: usize, out: &mut [F32], n_out: usize) {
     let n_rows = out.len() / n_out.max(1);
     let mut tile = [[F32::ZERO; TILE]; TILE];
     for ob in (0..n_out).step_by(TILE) {
