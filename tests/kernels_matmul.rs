@@ -263,7 +263,8 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
     #[test]
     fn matmul_paths_and_batches_agree(seed in any::<u64>(), ti in 0usize..14, kb in 1usize..80,
-                                      n_out in 1usize..40, m in 1usize..36, wild in any::<bool>()) {
+                                      n_out in 1usize..40, m in prop_oneof![1usize..36, 60usize..72],
+                                      wild in any::<bool>()) {
         check(seed, ti, kb, n_out, m, wild);
     }
 }
@@ -658,8 +659,8 @@ fn extreme_inputs(m: usize, n_in: usize, spread: i32) -> Vec<F32> {
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
-    /// Q4_K and Q6_K against 2 to 12 or 31 to 37 input rows (one call of
-    /// the VNNI tile, or a whole call of 32 and a partial one), 1 to 14 or
+    /// Q4_K and Q6_K against 2 to 12, 31 to 37 or 60 to 71 input rows (one
+    /// call of the VNNI tile, or two or three calls of balanced lengths), 1 to 14 or
     /// 16 to 39 weight rows (groups of four tiles and single tiles; counts
     /// not multiples of four: tail rows through the row kernel), model-like or wild scales (spreads
     /// beyond the limits, zero and non-finite scales): every path agrees
@@ -667,7 +668,7 @@ proptest! {
     #[test]
     fn kquant_tiles_agree(seed in any::<u64>(), q6 in any::<bool>(), sb in 1usize..4,
                           n_out in prop_oneof![1usize..15, 16usize..40],
-                          m in prop_oneof![2usize..13, 31usize..38],
+                          m in prop_oneof![2usize..13, 31usize..38, 60usize..72],
                           wild in any::<bool>()) {
         let ti = TYPES.iter().position(|&t| t == if q6 { GgmlType::Q6_K } else { GgmlType::Q4_K });
         check(seed, ti.unwrap(), 8 * sb, n_out, m, wild);

@@ -809,8 +809,9 @@ fn kquant_tiles(
         };
         let cells = &mut out[done * m..(done + step) * m];
         let mut all_fit = true;
-        for j0 in (0..m).step_by(kquant::WIDE_ACT_TILE) {
-            let cols = j0..(j0 + kquant::WIDE_ACT_TILE).min(m);
+        let per_tile = balanced_tile(m, kquant::WIDE_ACT_TILE);
+        for j0 in (0..m).step_by(per_tile) {
+            let cols = j0..(j0 + per_tile).min(m);
             let fit = match rows {
                 TileRows::Group(rows) => kquant_act_tile(w, r0 + done, x, cols, rows, t, cells),
                 TileRows::One(rows) => kquant_act_tile(w, r0 + done, x, cols, rows, t, cells),
@@ -1022,8 +1023,9 @@ pub(crate) fn blocked_rows<K: FusedChunkKernel>(
     let mut buf: [Option<ActRow<'_>>; ACT_ROWS_PER_PASS] = [None; ACT_ROWS_PER_PASS];
     let mut groups = n_rows / ROW_GROUP;
     let mut scratch: Option<WideScratch<'_, WIDE_TILE>> = None;
-    for s0 in (0..m).step_by(ACT_ROWS_PER_PASS) {
-        let sl = ACT_ROWS_PER_PASS.min(m - s0);
+    let per_pass = balanced_tile(m, ACT_ROWS_PER_PASS);
+    for s0 in (0..m).step_by(per_pass) {
+        let sl = per_pass.min(m - s0);
         for (j, a) in buf.iter_mut().enumerate().take(sl) {
             *a = x.row(s0 + j).ok().filter(|r| act_row_fits(w, r));
         }
@@ -1116,6 +1118,17 @@ pub(crate) fn groups_single_input<K: FusedChunkKernel>(
 /// Input rows the blocked kernels take per pass over all weight groups.
 const ACT_ROWS_PER_PASS: usize = 64;
 
+/// The tile length that splits `n` input rows into as few tiles of at most
+/// `max` rows as there can be, all of about the same length (37 rows in
+/// tiles of 32: 19 and 18, not 32 and 5): a short last tile would leave a
+/// wide kernel's weight decoding to serve few rows, or send them to the
+/// slower group kernel. At least 1. Which rows share a tile changes no sum.
+#[inline(always)]
+fn balanced_tile(n: usize, max: usize) -> usize {
+    let max = max.max(1);
+    n.div_ceil(n.div_ceil(max).max(1)).clamp(1, max)
+}
+
 /// Whether the blocked kernels can take input row `a` for `w`.
 #[inline(always)]
 fn act_row_fits(w: &QMatrix<'_>, a: &ActRow<'_>) -> bool {
@@ -1171,8 +1184,9 @@ fn group<const MT: usize, K: FusedChunkKernel>(
     if out.len() < ROW_GROUP * m || col0 + all.len() > m {
         return None;
     }
-    for m0 in (0..all.len()).step_by(MT) {
-        let mt = MT.min(all.len() - m0);
+    let per_tile = balanced_tile(all.len(), MT);
+    for m0 in (0..all.len()).step_by(per_tile) {
+        let mt = per_tile.min(all.len() - m0);
         let acts = &all[m0..m0 + mt];
         let mut cells = [[ExactAcc::default(); MT]; ROW_GROUP];
         for (index, b0) in (0..nb).step_by(CHUNK_BLOCKS).enumerate() {
@@ -1327,7 +1341,8 @@ impl<const T: usize> ActTile<'_, T> {
 pub(crate) const WIDE_ROWS: usize = WIDE_GROUPS * ROW_GROUP;
 
 /// [`group`] for [`WIDE_GROUPS`] consecutive groups at once with a fused
-/// kernel that has a wide build: each tile of at least [`WIDE_MIN_ROWS`]
+/// kernel that has a wide build: the input rows in tiles of balanced
+/// lengths ([`balanced_tile`]), each of at least [`WIDE_MIN_ROWS`]
 /// input rows through [`FusedChunkKernel::tile_wide`], a smaller one
 /// through [`group`] per group. `out` is
 /// ([`WIDE_GROUPS`]·[`ROW_GROUP`], m). Returns whether the wide kernel ran
@@ -1357,8 +1372,9 @@ fn group_wide<'a, const MT: usize, K: FusedChunkKernel>(
     if out.len() < WIDE_ROWS * m || col0 + all.len() > m {
         return None;
     }
-    for m0 in (0..all.len()).step_by(MT) {
-        let mt = MT.min(all.len() - m0);
+    let per_tile = balanced_tile(all.len(), MT);
+    for m0 in (0..all.len()).step_by(per_tile) {
+        let mt = per_tile.min(all.len() - m0);
         let acts = &all[m0..m0 + mt];
         if mt < WIDE_MIN_ROWS {
             for g in 0..WIDE_GROUPS {
