@@ -35,7 +35,8 @@ if [ ! -x "$llama_server" ]; then
     rm -rf "$llama_dir"
     mv "$tmp/llama_cpp_python-0.3.36/vendor/llama.cpp" "$llama_dir"
     rm -rf "$tmp"
-    cmake -S "$llama_dir" -B "$llama_dir/build" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF >&2
+    cmake -S "$llama_dir" -B "$llama_dir/build" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF \
+        -DCMAKE_C_FLAGS="$LLAMACPP_CFLAGS" -DCMAKE_CXX_FLAGS="$LLAMACPP_CFLAGS" >&2
     cmake --build "$llama_dir/build" --target llama-server -j "$(nproc)" >&2
 fi
 

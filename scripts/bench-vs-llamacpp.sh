@@ -47,7 +47,7 @@ if ! "$venv/bin/python" -c 'import llama_cpp, numpy' >/dev/null 2>&1; then
     command -v cc >/dev/null 2>&1 && command -v cmake >/dev/null 2>&1 || ensure_apt build-essential cmake
     [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
     echo "installing llama-cpp-python 0.3.36 into $venv (compiles llama.cpp, ~10+ min)..." >&2
-    "$venv/bin/pip" install --quiet llama-cpp-python==0.3.36 numpy >&2
+    CMAKE_ARGS="$LLAMACPP_CMAKE_ARGS" "$venv/bin/pip" install --quiet --no-cache-dir llama-cpp-python==0.3.36 numpy >&2
 fi
 
 cargo build --quiet --release --features cli

@@ -15,3 +15,11 @@ ensure_apt() {
         fi
     fi
 }
+
+# Compiler flags for every build of llama.cpp (the peer): its AMX kernels,
+# compiled in by -march=native where the CPU has AMX, crash (SIGSEGV in
+# ggml_backend_amx_mul_mat, llama-cpp-python 0.3.36) on the virtual
+# machines measured here, so they are left out; its AVX-512 kernels remain.
+LLAMACPP_CFLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+# The same as CMake arguments, for pip's build of llama-cpp-python (CMAKE_ARGS).
+LLAMACPP_CMAKE_ARGS="-DCMAKE_C_FLAGS=\"$LLAMACPP_CFLAGS\" -DCMAKE_CXX_FLAGS=\"$LLAMACPP_CFLAGS\""

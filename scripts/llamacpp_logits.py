@@ -3,6 +3,8 @@ tests/llamacpp_logits.rs (an independent check of detllm's forward pass).
 
 Usage (once; the output is committed):
     python3 -m pip install llama-cpp-python==0.3.36
+    (on a CPU with AMX, with CMAKE_ARGS set as LLAMACPP_CMAKE_ARGS in
+    scripts/lib.sh: llama.cpp's AMX kernels crash on such machines)
     python3 scripts/llamacpp_logits.py MODEL.gguf tests/data/smollm2-llamacpp-logits.json
 
 MODEL.gguf is SmolLM2-135M-Instruct.Q4_1.gguf (scripts/fetch-model.sh prints

@@ -40,9 +40,13 @@ def ensure_llama_cpp():
         import llama_cpp  # noqa: F401
     except ImportError:
         print("installing llama-cpp-python==0.3.36 ...", file=sys.stderr)
+        # Without its AMX kernels (see LLAMACPP_CFLAGS in scripts/lib.sh).
+        flags = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+        env = dict(os.environ, CMAKE_ARGS=f'-DCMAKE_C_FLAGS="{flags}" -DCMAKE_CXX_FLAGS="{flags}"')
         subprocess.check_call(
-            [sys.executable, "-m", "pip", "install", "--quiet", "llama-cpp-python==0.3.36"],
+            [sys.executable, "-m", "pip", "install", "--quiet", "--no-cache-dir", "llama-cpp-python==0.3.36"],
             stdout=sys.stderr,
+            env=env,
         )
 
 
