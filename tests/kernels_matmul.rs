@@ -271,14 +271,29 @@ proptest! {
 
 /// Input rows holding ±∞ or NaN (a non-finite activation scale) among
 /// finite ones, for the blocked formats in tiles the wide kernel takes
-/// (13 and 33 input rows; one chunk and three): those rows' cells are NaN
-/// on every path, the others equal the reference (no rounded row of the
-/// wide kernel stands for a row whose scale is not finite).
+/// (13 and 33 input rows; one chunk and three) and for the K-quants in the
+/// tile kernels' calls: those rows' cells are NaN on every path, the others
+/// equal the reference (no rounded row of the wide kernel stands for a row
+/// whose scale is not finite; no cell of a K-quant tile is rounded from its
+/// sum when its scale is not finite).
 #[test]
 fn non_finite_input_rows_give_nan_cells() {
-    for ty in [GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q8_0] {
+    let types = [
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q8_0,
+        GgmlType::Q4_K,
+        GgmlType::Q5_K,
+        GgmlType::Q6_K,
+    ];
+    for ty in types {
         for kb in [20usize, 70] {
-            let (n_in, n_out) = (32 * kb, 32);
+            let n_in = if matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K) {
+                256 * kb.div_ceil(8)
+            } else {
+                32 * kb
+            };
+            let n_out = 32;
             let mut rng = Rng(kb as u64);
             let wb = weights(&mut rng, ty, n_in, n_out, false);
             let w = QMatrix::new(ty, n_in, n_out, &wb).unwrap();

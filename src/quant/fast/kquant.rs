@@ -313,8 +313,12 @@ pub(crate) const WIDE_ACT_TILE: usize = 32;
 /// Tiles of [`TILE`] weight rows per call of a [`MultiTileFns`]' second
 /// kernel: each input row's terms are taken once for all of them. (The
 /// call's cells, `WIDE_GROUPS · TILE · WIDE_ACT_TILE` accumulators of 32
-/// bytes, 16 KiB, are on the caller's stack.)
+/// bytes, 16 KiB, are set up once per matrix by the driver and reused by
+/// every call.)
 pub(crate) const WIDE_GROUPS: usize = 4;
+
+/// One tile's cells of a [`MultiTileFn`] call, `[weight row][input row]`.
+pub(crate) type TileCells = [[ExactAcc; WIDE_ACT_TILE]; TILE];
 
 /// A tile kernel over `G` tiles of [`TILE`] weight rows (whole
 /// super-blocks, all the same length) against up to [`WIDE_ACT_TILE`]
@@ -323,7 +327,7 @@ pub(crate) const WIDE_GROUPS: usize = 4;
 /// integers as the row kernel's for weight row `k` of tile `g` and input
 /// row `j` (the x86 AVX-512 VNNI Q4_K and Q6_K builds).
 pub(crate) type MultiTileFn<const G: usize> =
-    fn([[&[u8]; TILE]; G], &[ActRow<'_>], &mut [[[ExactAcc; WIDE_ACT_TILE]; TILE]; G]);
+    fn([[&[u8]; TILE]; G], &[ActRow<'_>], &mut [TileCells; G]);
 
 /// A format's [`MultiTileFn`] for one tile and for [`WIDE_GROUPS`] tiles.
 pub(crate) type MultiTileFns = (MultiTileFn<1>, MultiTileFn<WIDE_GROUPS>);
