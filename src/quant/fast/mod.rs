@@ -474,28 +474,31 @@ pub(crate) trait FusedChunkKernel: Copy {
 }
 
 /// What a wide kernel returns for the input rows of a tile: per row either
-/// its [`WIDE_ROWS`] cells already rounded (`finished`: the chunk was the
-/// rows' only one and every cell's sum fit and rounded to a normal
-/// binary32 — the value [`ExactAcc::finish`] gives the cell), or its
+/// its [`WIDE_ROWS`] cells already rounded (`finished`, the values in
+/// `rounded`: the chunk was the rows' only one and every cell's sum fit and
+/// rounded to a normal binary32 — the value [`ExactAcc::finish`] gives the
+/// cell), or its
 /// [`ChunkSums`] per group (`sums[group][input row]`, not computed for a
 /// finished row).
 pub(crate) struct WideTileOut<const N: usize> {
     pub sums: [[ChunkSums; N]; WIDE_GROUPS],
-    pub finished: [Option<[F32; WIDE_ROWS]>; N],
+    pub finished: [bool; N],
+    pub rounded: [[F32; WIDE_ROWS]; N],
 }
 
 impl<const N: usize> WideTileOut<N> {
     /// Nothing computed: every chunk summed in `i128` by the caller.
     pub const NOT_COMPUTED: Self = WideTileOut {
         sums: [[ChunkSums::NOT_COMPUTED; N]; WIDE_GROUPS],
-        finished: [None; N],
+        finished: [false; N],
+        rounded: [[F32::ZERO; WIDE_ROWS]; N],
     };
 
     /// Marks the first `n` input rows (at most `N`) not computed.
     #[inline(always)]
     pub fn set_not_computed(&mut self, n: usize) {
         for j in 0..n.min(N) {
-            self.finished[j] = None;
+            self.finished[j] = false;
             for group in self.sums.iter_mut() {
                 group[j] = ChunkSums::NOT_COMPUTED;
             }
@@ -503,25 +506,28 @@ impl<const N: usize> WideTileOut<N> {
     }
 }
 
-/// The wide driver's working storage, set up once per matrix and reused
-/// by every wide group of it ([`group_wide`]): zeroing it per group cost a
-/// fifth as much as the kernel that fills it. Column `j` of `cells` holds
-/// the current input rows' sums only where `live[j]`; a column is zeroed
-/// when first added to.
-pub(crate) struct WideScratch<'a, const MT: usize> {
+/// The wide driver's working storage for one tile of input rows, set up
+/// once per matrix and reused by every wide group of it ([`group_wide`]):
+/// zeroing it per group cost a fifth as much as the kernel that fills it.
+/// Column `j` of `cells` holds the tile's sums only where `live[j]`; a
+/// column is zeroed when first added to. Where `done[j]`, the kernel
+/// rounded row `j`'s cells itself (into `out.rounded[j]`, read in place:
+/// that happens only where the chunk is the rows' only one, so no later
+/// call overwrites them).
+pub(crate) struct WideScratch<'a> {
     /// The current tile of input rows.
     tile: ActTile<'a, WIDE_TILE>,
     /// The kernel's results for the current tile.
     out: WideTileOut<WIDE_TILE>,
     /// The group's cells, `[weight row][input row]`.
-    cells: [[ExactAcc; MT]; WIDE_ROWS],
+    cells: [[ExactAcc; WIDE_TILE]; WIDE_ROWS],
     /// The columns of `cells` that hold the current input rows' sums.
-    live: [bool; MT],
-    /// Per input row, its cells the kernel rounded ([`WideTileOut::finished`]).
-    finished: [Option<[F32; WIDE_ROWS]>; MT],
+    live: [bool; WIDE_TILE],
+    /// The input rows whose cells the kernel rounded.
+    done: [bool; WIDE_TILE],
 }
 
-impl<const MT: usize> WideScratch<'_, MT> {
+impl WideScratch<'_> {
     /// Storage holding nothing yet.
     const EMPTY: Self = WideScratch {
         tile: ActTile::EMPTY,
@@ -529,16 +535,16 @@ impl<const MT: usize> WideScratch<'_, MT> {
         cells: [[ExactAcc {
             sum: 0,
             nonfinite: false,
-        }; MT]; WIDE_ROWS],
-        live: [false; MT],
-        finished: [None; MT],
+        }; WIDE_TILE]; WIDE_ROWS],
+        live: [false; WIDE_TILE],
+        done: [false; WIDE_TILE],
     };
 
-    /// Forgets the previous input rows: no column live, none finished.
+    /// Forgets the previous input rows: no column live, none done.
     #[inline(always)]
     fn start_pass(&mut self) {
-        self.live = [false; MT];
-        self.finished = [None; MT];
+        self.live = [false; WIDE_TILE];
+        self.done = [false; WIDE_TILE];
     }
 
     /// Zeroes column `j` of the cells if it is not yet live.
@@ -556,10 +562,10 @@ impl<const MT: usize> WideScratch<'_, MT> {
     /// cell's sum rounded (zero if nothing was added).
     #[inline(always)]
     fn value(&self, r: usize, j: usize) -> F32 {
-        match (&self.finished[j], self.live[j]) {
-            (Some(values), _) => values[r],
-            (None, true) => self.cells[r][j].finish(),
-            (None, false) => ExactAcc::default().finish(),
+        match (self.done[j], self.live[j]) {
+            (true, _) => self.out.rounded[j][r],
+            (false, true) => self.cells[r][j].finish(),
+            (false, false) => ExactAcc::default().finish(),
         }
     }
 }
@@ -1077,7 +1083,7 @@ pub(crate) fn blocked_rows<K: FusedChunkKernel>(
     let mut wc = WeightChunkScales::ZERO;
     let mut buf: [Option<ActRow<'_>>; ACT_ROWS_PER_PASS] = [None; ACT_ROWS_PER_PASS];
     let mut groups = n_rows / ROW_GROUP;
-    let mut scratch: Option<WideScratch<'_, WIDE_TILE>> = None;
+    let mut scratch: Option<WideScratch<'_>> = None;
     let per_pass = balanced_tile(m, ACT_ROWS_PER_PASS);
     for s0 in (0..m).step_by(per_pass) {
         let sl = per_pass.min(m - s0);
@@ -1416,7 +1422,7 @@ pub(crate) const WIDE_ROWS: usize = WIDE_GROUPS * ROW_GROUP;
 /// (`None`, with nothing written, as for [`group`]).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn group_wide<'a, const MT: usize, K: FusedChunkKernel>(
+fn group_wide<'a, K: FusedChunkKernel>(
     w: &QMatrix<'_>,
     r0: usize,
     all: &[Option<ActRow<'a>>],
@@ -1425,7 +1431,7 @@ fn group_wide<'a, const MT: usize, K: FusedChunkKernel>(
     out: &mut [F32],
     k: K,
     wc: &mut WeightChunkScales,
-    scratch: &mut WideScratch<'a, MT>,
+    scratch: &mut WideScratch<'a>,
 ) -> Option<bool> {
     let rb = w.row_bytes();
     let bytes = w.data.get(r0 * rb..(r0 + WIDE_ROWS) * rb)?;
@@ -1439,7 +1445,7 @@ fn group_wide<'a, const MT: usize, K: FusedChunkKernel>(
     if out.len() < WIDE_ROWS * m || col0 + all.len() > m {
         return None;
     }
-    let per_tile = balanced_tile(all.len(), MT);
+    let per_tile = balanced_tile(all.len(), WIDE_TILE);
     for m0 in (0..all.len()).step_by(per_tile) {
         let mt = per_tile.min(all.len() - m0);
         let acts = &all[m0..m0 + mt];
@@ -1471,15 +1477,15 @@ fn group_wide<'a, const MT: usize, K: FusedChunkKernel>(
     Some(ran)
 }
 
-/// One chunk of a wide group: the input rows `acts` in tiles of
-/// [`WIDE_TILE`] through the wide kernel, each row's sums added to its
-/// cells in `scratch`, or the chunk summed by [`chunk_in_i128`] where they
-/// do not fit `i64`. Where the chunk is the rows' only one (`nb` blocks in
-/// all), an input row (of finite scales) whose cells the kernel rounded
-/// is marked finished instead.
+/// One chunk of a wide group: the input rows `acts` (at most
+/// [`WIDE_TILE`]) as one tile through the wide kernel, each row's sums
+/// added to its cells in `scratch`, or the chunk summed by
+/// [`chunk_in_i128`] where they do not fit `i64`. Where the chunk is the
+/// rows' only one (`nb` blocks in all), an input row (of finite scales)
+/// whose cells the kernel rounded is marked done instead.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn chunk_wide<'a, const MT: usize, K: FusedChunkKernel>(
+fn chunk_wide<'a, K: FusedChunkKernel>(
     ty: GgmlType,
     fmt: BlockedFormat,
     (bytes, rb): (&[u8], usize),
@@ -1487,57 +1493,55 @@ fn chunk_wide<'a, const MT: usize, K: FusedChunkKernel>(
     (ch, nb): (Chunk, usize),
     acts: &[Option<ActRow<'a>>],
     k: K,
-    scratch: &mut WideScratch<'a, MT>,
+    scratch: &mut WideScratch<'a>,
 ) -> Option<()> {
-    let mt = acts.len().min(MT);
+    let n = acts.len().min(WIDE_TILE);
+    let acts = &acts[..n];
     let whole = ch.b0 == 0 && ch.nb == nb;
-    for j0 in (0..mt).step_by(WIDE_TILE) {
-        let n = WIDE_TILE.min(mt - j0);
-        fill_act_tile(&mut scratch.tile, &acts[j0..j0 + n], ch)?;
-        k.tile_wide(
-            bytes,
-            rb,
-            (ch.b0, ch.nb, whole),
-            &scratch.tile,
-            &mut scratch.out,
-        );
-        let mut pending = n;
-        for t in 0..n {
-            let finite = acts[j0 + t].is_some_and(|a| a.flags & fmt.act_flags == 0);
-            match (scratch.out.finished[t], finite) {
-                (Some(values), true) => {
-                    scratch.finished[j0 + t] = Some(values);
-                    pending -= 1;
-                    // Nothing to add to the row's cells (not live: unread).
-                    for group in scratch.out.sums.iter_mut() {
-                        group[t] = ChunkSums::ZERO;
-                    }
-                }
-                (Some(_), false) => {
-                    // The kernel left this row's sums unset (they may be an
-                    // earlier tile's): marked not computed, as it returns them.
-                    for group in scratch.out.sums.iter_mut() {
-                        group[t] = ChunkSums::NOT_COMPUTED;
-                    }
-                    scratch.make_live(j0 + t);
-                }
-                (None, _) => scratch.make_live(j0 + t),
-            }
+    fill_act_tile(&mut scratch.tile, acts, ch)?;
+    k.tile_wide(
+        bytes,
+        rb,
+        (ch.b0, ch.nb, whole),
+        &scratch.tile,
+        &mut scratch.out,
+    );
+    let mut pending = n;
+    for (t, a) in acts.iter().enumerate() {
+        let finite = a.is_some_and(|a| a.flags & fmt.act_flags == 0);
+        scratch.done[t] = scratch.out.finished[t] && finite;
+        if scratch.done[t] {
+            pending -= 1;
+        } else {
+            scratch.make_live(t);
         }
-        if pending == 0 {
-            continue;
+    }
+    if pending == 0 {
+        return Some(());
+    }
+    for (t, &done) in scratch.done[..n].iter().enumerate() {
+        // A done row has nothing to add to its cells (not live: unread). A
+        // row the kernel rounded but whose scales are not finite has its
+        // sums unset (they may be an earlier tile's): not computed, as the
+        // kernel returns them.
+        let sums = match (done, scratch.out.finished[t]) {
+            (true, _) => ChunkSums::ZERO,
+            (false, true) => ChunkSums::NOT_COMPUTED,
+            (false, false) => continue,
+        };
+        for group in scratch.out.sums.iter_mut() {
+            group[t] = sums;
         }
-        for (g, group_results) in scratch.out.sums.iter().enumerate() {
-            let at = g * ROW_GROUP;
-            let group = GroupSums {
-                rows: rows[at..at + ROW_GROUP].try_into().ok()?,
-                results: &group_results[..n],
-            };
-            let group_cells = &mut scratch.cells[at..at + ROW_GROUP];
-            let acts = &acts[j0..j0 + n];
-            let tile = (&scratch.tile.qs[..], &scratch.tile.sc[..]);
-            group.add_to_cells(ty, fmt, ch, acts, tile, j0, group_cells);
-        }
+    }
+    for (g, group_results) in scratch.out.sums.iter().enumerate() {
+        let at = g * ROW_GROUP;
+        let group = GroupSums {
+            rows: rows[at..at + ROW_GROUP].try_into().ok()?,
+            results: &group_results[..n],
+        };
+        let group_cells = &mut scratch.cells[at..at + ROW_GROUP];
+        let tile = (&scratch.tile.qs[..], &scratch.tile.sc[..]);
+        group.add_to_cells(ty, fmt, ch, acts, tile, 0, group_cells);
     }
     Some(())
 }

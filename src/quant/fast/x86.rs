@@ -1185,8 +1185,8 @@ fn tile16_vnni512<F: Format, const N: usize>(
         }
     }
     for (j, acc) in acc.iter().enumerate().take(n) {
-        res.finished[j] = chunk.finished::<F>(acc, &t.ch[j]).filter(|_| whole);
-        if res.finished[j].is_none() {
+        res.finished[j] = whole && chunk.finished::<F>(acc, &t.ch[j], &mut res.rounded[j]);
+        if !res.finished[j] {
             chunk.results::<F, N>(acc, &t.ch[j], j, &mut res.sums);
         }
     }
@@ -1308,22 +1308,27 @@ impl WideChunk {
 }
 
 impl WideChunk {
-    /// The sixteen rows' cells of one input row rounded to binary32, when
-    /// the chunk is the rows' only one: each row's `d` sum `acc.d` in units
-    /// of `2^(base − 1 + dbase − 48)` (the [`ChunkSums`] that
-    /// [`Self::results`] would give, added to a zero cell), rounded by
-    /// [`round_lanes`]. `None` for Q4_1 (two terms per cell), a row whose
-    /// shifts did not stay in range or with a non-finite scale, and a sum
-    /// that is zero or does not round to a normal binary32.
+    /// The sixteen rows' cells of one input row rounded to binary32 into
+    /// `out`, when the chunk is the rows' only one: each row's `d` sum
+    /// `acc.d` in units of `2^(base − 1 + dbase − 48)` (the [`ChunkSums`]
+    /// that [`Self::results`] would give, added to a zero cell), rounded by
+    /// [`round_lanes`]. False (`out` unspecified) for Q4_1 (two terms per
+    /// cell), a row whose shifts did not stay in range or with a non-finite
+    /// scale, and a sum that is zero or does not round to a normal binary32.
     #[target_feature(enable = "avx512f,avx512cd,avx512dq")]
     #[inline]
-    fn finished<F: Format>(&self, acc: &WideAcc, ch: &ChunkScale) -> Option<[F32; WIDE_ROWS]> {
+    fn finished<F: Format>(
+        &self,
+        acc: &WideAcc,
+        ch: &ChunkScale,
+        out: &mut [F32; WIDE_ROWS],
+    ) -> bool {
         if F::IS_Q4_1 || self.bad != 0 || ch.dspread > F::LIM_D {
-            return None;
+            return false;
         }
         let limit = _mm512_set1_epi32((F::LIM_D - ch.dspread) as i32);
         if _mm512_cmpgt_epu32_mask(self.hi, limit) != 0 {
-            return None;
+            return false;
         }
         let unit = ch.dbase as i32 - 1 + QUANTUM_EXP;
         let exp = _mm512_add_epi32(self.base1, _mm512_set1_epi32(unit));
@@ -1331,14 +1336,15 @@ impl WideChunk {
         let (even, even_ok) = round_lanes(acc.d[0], even_exp);
         let (odd, odd_ok) = round_lanes(acc.d[1], _mm512_srai_epi64::<32>(exp));
         if even_ok & odd_ok != 0xFF {
-            return None;
+            return false;
         }
         let low_dwords = _mm512_set1_epi64(0xFFFF_FFFF);
         let bits = _mm512_or_si512(
             _mm512_and_si512(even, low_dwords),
             _mm512_slli_epi64::<32>(odd),
         );
-        Some(to_u32x16(bits).map(F32::from_bits))
+        *out = to_u32x16(bits).map(F32::from_bits);
+        true
     }
 }
 
