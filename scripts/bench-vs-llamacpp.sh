@@ -8,7 +8,8 @@
 # scripts/fetch-real-model.sh), or the path of a GGUF file.
 #
 # Sets up .venv-llamacpp/ (gitignored) with llama-cpp-python 0.3.36 and numpy
-# if missing (the first time compiles llama.cpp: ~10+ minutes), builds
+# if missing, or rebuilds it if it holds llama.cpp's AMX kernels (see
+# scripts/lib.sh; compiling llama.cpp takes ~10+ minutes), builds
 # `detllm` (release, feature cli), then ALTERNATES, ROUNDS times:
 #   llama.cpp via scripts/llamacpp_ref.py (threads 1 and 2; its own best
 #   of 3 on a 37-token chat prompt and 128 generated tokens), and
@@ -42,12 +43,15 @@ ref="${LLAMACPP_REF:-$repo/scripts/llamacpp_ref.py}"
 
 # The Python environment.
 venv="$repo/.venv-llamacpp"
-if ! "$venv/bin/python" -c 'import llama_cpp, numpy' >/dev/null 2>&1; then
+# An install built with llama.cpp's AMX kernels (before LLAMACPP_CFLAGS) is rebuilt.
+if ! "$venv/bin/python" -c 'import llama_cpp, numpy' >/dev/null 2>&1 || llamacpp_has_amx "$venv"; then
     python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || ensure_apt python3-venv
     command -v cc >/dev/null 2>&1 && command -v cmake >/dev/null 2>&1 || ensure_apt build-essential cmake
     [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
     echo "installing llama-cpp-python 0.3.36 into $venv (compiles llama.cpp, ~10+ min)..." >&2
-    CMAKE_ARGS="$LLAMACPP_CMAKE_ARGS" "$venv/bin/pip" install --quiet --no-cache-dir llama-cpp-python==0.3.36 numpy >&2
+    "$venv/bin/pip" install --quiet numpy >&2
+    CMAKE_ARGS="$LLAMACPP_CMAKE_ARGS" "$venv/bin/pip" install --quiet --no-cache-dir \
+        --force-reinstall --no-deps llama-cpp-python==0.3.36 >&2
 fi
 
 cargo build --quiet --release --features cli

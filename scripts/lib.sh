@@ -23,3 +23,13 @@ ensure_apt() {
 LLAMACPP_CFLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 # The same as CMake arguments, for pip's build of llama-cpp-python (CMAKE_ARGS).
 LLAMACPP_CMAKE_ARGS="-DCMAKE_C_FLAGS=\"$LLAMACPP_CFLAGS\" -DCMAKE_CXX_FLAGS=\"$LLAMACPP_CFLAGS\""
+
+# llamacpp_has_amx VENV: whether the llama-cpp-python in VENV was built with
+# llama.cpp's AMX kernels (its CPU library holds their entry point).
+llamacpp_has_amx() {
+    local lib
+    for lib in "$1"/lib/python3*/site-packages/llama_cpp/lib/libggml-cpu.so; do
+        [ -f "$lib" ] && grep -q ggml_backend_amx_mul_mat "$lib" && return 0
+    done
+    return 1
+}
