@@ -17,8 +17,7 @@ use super::softmax;
 use crate::float::to_f16_bits_try;
 use crate::kv::{KvRead, KvSlice, KvType};
 use crate::quant::dot::{F16_FLUSH, f16_split};
-use crate::quant::fast::finish_i64_row_best;
-use crate::quant::fixed::{ExactAcc, f16_nonfinite};
+use crate::quant::fixed::{ExactAcc, f16_nonfinite, finish_i64_row};
 use crate::{Error, F32, Result};
 
 /// Largest head dimension the f16 path holds on the stack.
@@ -331,9 +330,15 @@ pub(crate) fn pv_group<K: KvRead + ?Sized>(
         );
     }
     for ((oh, fh), &bad) in og.chunks_exact_mut(hd).zip(fast.chunks_exact(hd)).zip(&bad) {
-        finish_i64_row_best(fh, v_base, bad, oh);
+        finish_builds::best(fh, v_base, bad, oh);
     }
     Ok(())
+}
+
+crate::simd::multiversion! {
+    /// Builds of [`finish_i64_row`] (its loop vectorizes with AVX-512's
+    /// 64-bit leading-zero count).
+    mod finish_builds = finish_i64_row(sums: &[i64], sh: u32, nonfinite: bool, out: &mut [F32]);
 }
 
 /// Row `t`'s probabilities of the group's heads as binary16 integers

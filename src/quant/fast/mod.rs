@@ -55,7 +55,7 @@ use super::act::{ActRow, ActScale, CHUNK_BLOCKS, ChunkScale, FLAG_D_NONFINITE, F
 use super::block::QK;
 use super::dequant::q5_pair;
 use super::dot::{dot_row, i8_dot, nib_dot};
-use super::fixed::{ExactAcc, f16_fixed, f16_nonfinite, finish_i64_row};
+use super::fixed::{ExactAcc, f16_fixed, f16_nonfinite};
 use super::{QActs, QMatrix};
 use crate::F32;
 use crate::simd::Level;
@@ -817,13 +817,9 @@ fn kquant_tiles(
     let m = x.rows().max(1);
     let n_rows = out.len() / m;
     let (mut done, mut tiled, mut ran) = (0, 0, false);
-    // The tile kernels' cells and the rounding's working storage, reused by
-    // every call (each call sets what it reads back).
+    // The tile kernels' cells, reused by every call (each call sets those
+    // it reads back).
     let mut accs = [[[ExactAcc::default(); kquant::WIDE_ACT_TILE]; kquant::TILE]; G];
-    let mut round = RoundScratch {
-        sums: [0; TILE_CELLS],
-        vals: [F32::ZERO; TILE_CELLS],
-    };
     while done + kquant::TILE <= n_rows {
         // Four tiles at a time on a wide kernel while they are all present,
         // else one.
@@ -851,11 +847,11 @@ fn kquant_tiles(
             let cols = j0..(j0 + per_tile).min(m);
             let fit = match rows {
                 TileRows::Group(rows) => {
-                    let out = (&mut *cells, &mut accs, &mut round);
+                    let out = (&mut *cells, &mut accs);
                     kquant_act_tile(w, r0 + done, x, cols, rows, t, out)
                 }
                 TileRows::One(rows) => {
-                    let out = (&mut *cells, core::array::from_mut(&mut accs[0]), &mut round);
+                    let out = (&mut *cells, core::array::from_mut(&mut accs[0]));
                     kquant_act_tile(w, r0 + done, x, cols, rows, t, out)
                 }
             };
@@ -924,8 +920,7 @@ fn kquant_column_by_dot_row(
 /// tiles of weight rows `rows` (`rw..rw + G·TILE` of `w`; `G` is 1 or
 /// [`kquant::WIDE_GROUPS`], and `t` is a wide kernel if `G` is not 1) into
 /// the cells `cells` (G·TILE, M): the well-formed input rows through `t`
-/// (its sums in `accs`, rounded by [`round_tile_cells`]; the earlier
-/// contents of `accs` and `round` are not read), any other by
+/// (its sums in `accs`, whose earlier contents are not read), any other by
 /// [`kquant_column_by_dot_row`].
 fn kquant_act_tile<const G: usize>(
     w: &QMatrix<'_>,
@@ -934,7 +929,7 @@ fn kquant_act_tile<const G: usize>(
     cols: core::ops::Range<usize>,
     rows: [[&[u8]; kquant::TILE]; G],
     t: KTile,
-    (cells, accs, round): (&mut [F32], &mut [kquant::TileCells; G], &mut RoundScratch),
+    (cells, accs): (&mut [F32], &mut [kquant::TileCells; G]),
 ) -> TileFit {
     const W: usize = kquant::WIDE_ACT_TILE;
     let m = x.rows().max(1);
@@ -985,56 +980,15 @@ fn kquant_act_tile<const G: usize>(
         }
     }
     if n > 0 {
-        round_tile_cells(accs, &at[..n], m, cells, round);
-    }
-    TileFit { all, any: n > 0 }
-}
-
-/// Cells of a K-quant tile call.
-const TILE_CELLS: usize = kquant::WIDE_GROUPS * kquant::TILE * kquant::WIDE_ACT_TILE;
-
-/// Working storage of [`round_tile_cells`]: the cells' sums as `i64` and
-/// their rounded values.
-struct RoundScratch {
-    sums: [i64; TILE_CELLS],
-    vals: [F32; TILE_CELLS],
-}
-
-/// The first `at.len()` sums of each row of `accs` rounded
-/// ([`ExactAcc::finish`]) into `cells` (weight row `g·TILE + k`, column
-/// `at[j]`, of `m`): where every sum fits `i64`, in one pass of
-/// [`finish_i64_row_best`] (the same bits), else one at a time; a cell
-/// with a non-finite scale is NaN either way.
-#[inline(always)]
-fn round_tile_cells<const G: usize>(
-    accs: &[kquant::TileCells; G],
-    at: &[usize],
-    m: usize,
-    cells: &mut [F32],
-    round: &mut RoundScratch,
-) {
-    let n = at.len();
-    let sums = accs.iter().flatten().flat_map(|row| row.iter().take(n));
-    let mut fits = true;
-    let mut count = 0;
-    for (s, acc) in round.sums.iter_mut().zip(sums) {
-        *s = acc.sum as i64;
-        fits &= i128::from(*s) == acc.sum;
-        count += 1;
-    }
-    if fits {
-        finish_i64_row_best(&round.sums[..count], 0, false, &mut round.vals[..count]);
-    }
-    let mut vals = round.vals.iter();
-    for (g, tile) in accs.iter().enumerate() {
-        for (k, row) in tile.iter().enumerate() {
-            let base = (g * kquant::TILE + k) * m;
-            for (acc, &j) in row.iter().zip(at) {
-                let v = vals.next().copied().filter(|_| fits && !acc.nonfinite);
-                cells[base + j] = v.unwrap_or_else(|| acc.finish());
+        for (g, tile) in accs.iter().enumerate() {
+            for (k, row) in tile.iter().enumerate() {
+                for (acc, &j) in row.iter().zip(&at[..n]) {
+                    cells[(g * kquant::TILE + k) * m + j] = acc.finish();
+                }
             }
         }
     }
+    TileFit { all, any: n > 0 }
 }
 
 /// What the blocked kernel needs to know of a weight format.
@@ -1198,18 +1152,6 @@ pub(crate) fn groups_single_input<K: FusedChunkKernel>(
         }
     }
     Some(n_groups * ROW_GROUP)
-}
-
-crate::simd::multiversion! {
-    /// Builds of [`finish_i64_row`] (its loop vectorizes with AVX-512's
-    /// 64-bit leading-zero count).
-    mod finish_builds = finish_i64_row(sums: &[i64], sh: u32, nonfinite: bool, out: &mut [F32]);
-}
-
-/// [`finish_i64_row`] in the best build for this machine (the same bits).
-#[inline]
-pub(crate) fn finish_i64_row_best(sums: &[i64], sh: u32, nonfinite: bool, out: &mut [F32]) {
-    finish_builds::best(sums, sh, nonfinite, out);
 }
 
 /// Input rows the blocked kernels take per pass over all weight groups.
