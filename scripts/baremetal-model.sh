@@ -56,7 +56,7 @@ trap 'rm -rf "$work"' EXIT
 
 # The host's answer.
 echo "== host: detllm generate --chat --max-tokens $MAX_TOKENS --temperature 0" >&2
-(cd "$root" && cargo build --release --features cli --bin detllm) >"$work/host.build" 2>&1 ||
+(cd "$root" && cargo build --release -p detllm-cli) >"$work/host.build" 2>&1 ||
     { tail -20 "$work/host.build" >&2; exit 1; }
 "$host_target/release/detllm" generate --model "$model" --chat \
     --prompt "$PROMPT" --max-tokens "$MAX_TOKENS" --temperature 0 --json >"$work/host.json"

@@ -40,7 +40,7 @@ if [ ! -x "$llama_server" ]; then
     cmake --build "$llama_dir/build" --target llama-server -j "$(nproc)" >&2
 fi
 
-cargo build --release --features serve >&2
+cargo build --release -p detllm-cli --features serve >&2
 detllm=target/release/detllm
 
 wait_ready() { # PORT

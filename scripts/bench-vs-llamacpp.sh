@@ -54,7 +54,7 @@ if ! "$venv/bin/python" -c 'import llama_cpp, numpy' >/dev/null 2>&1 || llamacpp
         --force-reinstall --no-deps llama-cpp-python==0.3.36 >&2
 fi
 
-cargo build --quiet --release --features cli
+cargo build --quiet --release -p detllm-cli
 bin="${CARGO_TARGET_DIR:-$repo/target}/release/detllm"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT

@@ -7,5 +7,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 model="$(bash scripts/fetch-model.sh)"
 prompt="${1:-What is the boiling point of water?}"
-cargo run --quiet --release --features cli -- generate --model "$model" --chat \
+cargo run --quiet --release -p detllm-cli -- generate --model "$model" --chat \
     --prompt "$prompt" --max-tokens 64 --temperature 0

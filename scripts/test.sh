@@ -30,11 +30,11 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import openai" 2>/dev
     "$venv/bin/pip" install --quiet "openai==3.60.0" >&2
 fi
 export DETLLM_OPENAI_PYTHON="$venv/bin/python"
-features="cli"
+features="detllm/std"
 # The SoftFloat oracle builds on x86_64 hosts only.
-if [ "$(uname -m)" = x86_64 ]; then features="$features,oracle"; fi
-cargo test --release --features "$features" "$@"
+if [ "$(uname -m)" = x86_64 ]; then features="$features,detllm/oracle"; fi
+cargo test --release --workspace --features "$features" "$@"
 # The server's tests in a build of their own: the `serve` feature links tokio,
 # axum and hyper into the `detllm` binary (+10 MB of code, ~1 MB more resident),
-# and tests/cli.rs holds the plain CLI to its peak-memory target.
-if [ $# -eq 0 ]; then cargo test --release --features cli,serve --test serve; fi
+# and cli/tests/cli.rs holds the plain CLI to its peak-memory target.
+if [ $# -eq 0 ]; then cargo test --release -p detllm-cli --features serve --test serve; fi

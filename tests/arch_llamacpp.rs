@@ -23,7 +23,7 @@
 //!
 //! The real models follow `tests/support/model.rs` (skip with a notice when
 //! absent, fail when the run requires them).
-#![cfg(feature = "cli")]
+#![cfg(feature = "std")]
 
 mod support;
 

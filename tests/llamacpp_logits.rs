@@ -35,7 +35,7 @@
 //!
 //! Needs the model (see `tests/support/model.rs`: fails when the run
 //! requires it, skips with a notice otherwise).
-#![cfg(feature = "cli")]
+#![cfg(feature = "std")]
 
 mod support;
 

@@ -4,13 +4,10 @@
 
 use detllm::F32;
 use detllm::quant::GgmlType;
-use std::path::PathBuf;
 
 /// A test data file from `tests/data`.
 pub fn data(name: &str) -> Vec<u8> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data")
-        .join(name);
+    let p = super::model::repo_root().join("tests/data").join(name);
     std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 

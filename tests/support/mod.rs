@@ -5,7 +5,6 @@
 //! * [`model`]: where the real model and the generated fixtures are, and
 //!   what a test does when one is missing (skip with a notice, or fail when
 //!   the run requires them: `scripts/test.sh`, CI);
-//! * [`cli`]: running the `detllm` binary;
 //! * [`gguf`]: gguf-py fixtures and manifests, a GGUF byte builder;
 //! * [`quant`]: independent references for the quant and kernel tests;
 //! * [`math`]: sample inputs and the exhaustive driver of the `math_*` oracle tests;
@@ -13,7 +12,6 @@
 //! * [`sample_ref`]: the sampler before its top-k selection, the reference of `tests/sample.rs`.
 #![allow(dead_code)] // each test binary uses a different part
 
-pub mod cli;
 pub mod gguf;
 pub mod kv;
 pub mod math;

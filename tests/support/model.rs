@@ -14,7 +14,7 @@
 //! NOTICE and returns, so a bare `cargo test` on a fresh clone still works
 //! offline.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The file name `scripts/fetch-model.sh` gives SmolLM2-135M-Instruct.
 pub const MODEL_NAME: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
@@ -96,11 +96,21 @@ pub fn tiny_path() -> Option<PathBuf> {
     )
 }
 
+/// The repository's root, where `tests/data` and `scripts/` are: the manifest
+/// directory of the library's tests, the parent of the CLI package's (`cli/`,
+/// whose tests include this file too).
+pub fn repo_root() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    if manifest.join("cli").join("Cargo.toml").is_file() {
+        manifest.to_path_buf()
+    } else {
+        manifest.parent().expect("cli/ has a parent").to_path_buf()
+    }
+}
+
 /// A committed reference file under `tests/data` (never optional).
 pub fn data_path(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data")
-        .join(name)
+    repo_root().join("tests/data").join(name)
 }
 
 /// A real Q4_K_M model of `scripts/fetch-real-model.sh NAME`, cached as

@@ -16,7 +16,6 @@
 //! The last six need SmolLM2-135M (scripts/test.sh fetches it); without it
 //! they fail when the run requires the model (scripts/test.sh, CI) and
 //! otherwise print a NOTICE naming the missing path and return.
-#![cfg(feature = "cli")]
 
 mod support;
 

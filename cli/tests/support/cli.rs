@@ -1,15 +1,15 @@
-//! Running the `detllm` binary from integration tests (`tests/cli.rs`,
-//! `tests/transcript_cli.rs`; the binary needs the `cli` feature).
+//! Running the `detllm` binary from the integration tests of its package
+//! (`cli/tests/cli.rs`, `cli/tests/transcript_cli.rs`, `cli/tests/serve.rs`).
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
-/// The `detllm` binary cargo built for this test (`--features cli`).
+/// The `detllm` binary cargo built for this test (a test of `detllm-cli`).
 pub fn bin() -> Command {
     match option_env!("CARGO_BIN_EXE_detllm") {
         Some(exe) => Command::new(exe),
-        None => panic!("the detllm binary is not built: run the tests with --features cli"),
+        None => panic!("the detllm binary is not built: run the tests of the detllm-cli package"),
     }
 }
 
