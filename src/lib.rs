@@ -16,14 +16,18 @@
 //!
 //! ## Unsafe code
 //!
-//! The crate denies `unsafe_code`; three places allow it, each with its
+//! The crate denies `unsafe_code`; four places allow it, each with its
 //! review in its header:
 //! * [`simd`] — the expansion of its `multiversion!` macro (calls of the
 //!   `#[target_feature]` builds of a kernel body after the CPU level was
 //!   checked), invoked beside each kernel that has SIMD builds;
-//! * `quant::fast::x86` — the hand-written AVX2 / AVX-512 VNNI Q4_1, Q5_0 and
-//!   Q8_0 chunk kernels (x86-64 with `std`);
+//! * the x86 leaves of `quant::fast` (x86-64 with `std`), hand-written
+//!   AVX2 / AVX-512 VNNI intrinsics: the Q4_1, Q5_0 and Q8_0 kernels;
+//! * likewise, the Q4_K and Q6_K kernels;
 //! * `pool` — the `std` thread pool's region hand-off.
+//!
+//! `docs/UNSAFE.md` lists every `unsafe`, its invariant and the check that
+//! verifies it.
 //!
 //! ## Example: load a GGUF model into an arena and generate
 //!
