@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Golden chat-template renderings for tests/chat_templates.rs.
+"""Golden chat-template renderings for tests/tokenizer/chat_templates.rs.
 
     python3 scripts/chat_template_golden.py SMOLLM2.gguf QWEN.gguf > tests/data/chat_templates.json
 

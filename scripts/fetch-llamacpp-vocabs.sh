@@ -12,7 +12,7 @@
 # extracted into ${XDG_CACHE_HOME:-$HOME/.cache}/detllm/llamacpp-vocabs/
 # (an empty XDG_CACHE_HOME counts as unset). Nothing is fetched when that
 # directory is already complete. The path is printed on stdout; progress
-# goes to stderr. tests/tokenizer_llamacpp_suite.rs reads it through
+# goes to stderr. tests/tokenizer/llamacpp_suite.rs reads it through
 # DETLLM_LLAMACPP_VOCABS.
 set -euo pipefail
 

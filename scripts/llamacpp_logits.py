@@ -1,5 +1,5 @@
 """llama.cpp's logits on fixed SmolLM2 prompts, stored compactly for
-tests/llamacpp_logits.rs (an independent check of detllm's forward pass).
+tests/llamacpp/logits.rs (an independent check of detllm's forward pass).
 
 Usage (once; the output is committed):
     python3 -m pip install llama-cpp-python==0.3.36
@@ -19,7 +19,7 @@ prefill with all logits, then for a few positions of it:
   margin:  top-1 minus top-2.
 Values are rounded to 1e-4 (far below the band the test allows).
 
-Second mode, for tests/arch_llamacpp.rs (other architectures):
+Second mode, for tests/llamacpp/arch.rs (other architectures):
     python3 scripts/llamacpp_logits.py arch NAME MODEL.gguf OUT.json [N_TOKENS]
 NAME is a label (gemma3-270m, qwen2.5-coder-0.5b, or a synthetic file's name).
 The text tests/data/ppl-text.txt is tokenized by llama.cpp (BOS as the
@@ -89,7 +89,7 @@ def main(model_path, out_path):
         prompts.append({"text": text, "ids": ids, "rows": rows})
     out = {
         "about": "llama.cpp's logits (top-k, a fixed sample of ids, row mean/std) on fixed prompts; "
-                 "read by tests/llamacpp_logits.rs. Regenerate: python3 scripts/llamacpp_logits.py MODEL OUT "
+                 "read by tests/llamacpp/logits.rs. Regenerate: python3 scripts/llamacpp_logits.py MODEL OUT "
                  "with llama-cpp-python==0.3.36.",
         "model_file": "SmolLM2-135M-Instruct.Q4_1.gguf",
         "model_sha256": sha,
@@ -211,7 +211,7 @@ def main_arch(name, model_path, out_path, n_tokens=256):
         })
     out = {
         "about": "llama.cpp's logits on a fixed text: per row the top-k (id, value), log-sum-exp and the "
-                 "next token's logit; read by tests/arch_llamacpp.rs. Regenerate: python3 "
+                 "next token's logit; read by tests/llamacpp/arch.rs. Regenerate: python3 "
                  "scripts/llamacpp_logits.py arch NAME MODEL OUT [N] with llama-cpp-python==0.3.36.",
         "name": name,
         "model_sha256": sha,

@@ -89,7 +89,7 @@ python3 scripts/tokenizer_fuzz_seeds.py
 # kv_ops: 300 operation schedules in the target's byte format, written by the
 # reference-model test that also checks them.
 mkdir -p fuzz/corpus/kv_ops
-KV_FUZZ_CORPUS_DIR="$PWD/fuzz/corpus/kv_ops" cargo test -q --release --features std --test kv_model schedules_cover >/dev/null
+KV_FUZZ_CORPUS_DIR="$PWD/fuzz/corpus/kv_ops" cargo test -q --release --features std --test engine kv_model::schedules_cover >/dev/null
 
 # engine_schedule: <n_seqs byte><page byte><tokens and schedule bytes>:
 # one to four sequences, page sizes 1..8, short and long prompts.

@@ -4,5 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/fetch-model.sh >/dev/null
-DETLLM_REGEN=1 cargo test --release --features std --test smollm2_greedy -- --nocapture
+DETLLM_REGEN=1 cargo test --release --features std --test llamacpp -- --nocapture smollm2_greedy::
 git --no-pager diff --stat -- tests/golden/smollm2.json

@@ -6,7 +6,7 @@
 # target. Run scripts/regen-goldens.sh first if the profile changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-DETLLM_REGEN_TRANSCRIPT=1 cargo test --release --features std --test transcript_synth -- --nocapture committed_transcript_reexecutes |
+DETLLM_REGEN_TRANSCRIPT=1 cargo test --release --features std --test llamacpp -- --nocapture transcript_synth::committed_transcript_reexecutes |
     grep -E '^wrote ' || true
-cargo test --release --features std --test transcript_synth
+cargo test --release --features std --test llamacpp transcript_synth::
 git --no-pager diff --stat -- tests/data/synth-transcript.json

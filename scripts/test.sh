@@ -17,13 +17,13 @@ export DETLLM_MODEL="$model"
 # find them in the cache by the names scripts/fetch-real-model.sh gives them.
 bash scripts/fetch-real-model.sh qwen2.5-coder-0.5b >/dev/null
 bash scripts/fetch-real-model.sh gemma3-270m >/dev/null
-# The tiny gguf-py llama of tests/gguf_reader.rs (into the user cache).
+# The tiny gguf-py llama of tests/gguf/reader.rs (into the user cache).
 bash scripts/make-fixtures.sh cache
-# llama.cpp's tokenizer test vocabularies (tests/tokenizer_llamacpp_suite.rs).
+# llama.cpp's tokenizer test vocabularies (tests/tokenizer/llamacpp_suite.rs).
 DETLLM_LLAMACPP_VOCABS="$(bash scripts/fetch-llamacpp-vocabs.sh)"
 export DETLLM_LLAMACPP_VOCABS
 export DETLLM_REQUIRE_MODEL=1
-# The official openai Python client, for tests/serve.rs (a venv in the user cache).
+# The official openai Python client, for cli/tests/serve.rs (a venv in the user cache).
 venv="${XDG_CACHE_HOME:-$HOME/.cache}/detllm/venv-openai"
 if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import openai" 2>/dev/null; then
     python3 -m venv "$venv"

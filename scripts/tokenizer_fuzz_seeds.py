@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write the seed corpus of the `tokenizer` fuzz target to fuzz/corpus/tokenizer/.
 
-Each seed is <mode byte><input>, as `check()` in tests/tokenizer_fuzz_check.rs
+Each seed is <mode byte><input>, as `check()` in tests/tokenizer/fuzz_check.rs
 reads it: mode % 4 = 0/1 byte-level BPE (gpt-2 / smollm), 2 SentencePiece,
 3 hostile vocabulary (tokens split by 0x01, then 0x00, then text);
 mode & 0x10 = parse special tokens.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Golden token ids for random texts, from llama.cpp, for tests/tokenizer_golden.rs.
+"""Golden token ids for random texts, from llama.cpp, for tests/tokenizer/golden.rs.
 
     python3 scripts/tokenizer_golden.py gen > /tmp/texts.tsv
     python3 scripts/tokenizer_golden.py tokenize MODEL.gguf < /tmp/texts.tsv \
@@ -24,7 +24,7 @@ describes) through its C API.
     python3 scripts/tokenizer_golden.py real gemma3 MODEL.gguf \
         tests/data/tokenizer_gemma3.json
 
-`real` (for tests/tokenizer_real_models.rs) records, for a fixed probe set
+`real` (for tests/tokenizer/real_models.rs) records, for a fixed probe set
 (English, code, whitespace runs, digits, CJK, emoji, accented letters, the
 model's special-token texts; each with parse_special off and on) and
 REAL_N seeded random texts (the atoms above, the model's own special-token

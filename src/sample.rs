@@ -24,7 +24,7 @@
 //! Softmax here is `e_i = exp(l_i - max)`, sum left to right from +0,
 //! `p_i = e_i * (1 / sum)` — the same formula the attention softmax uses.
 //!
-//! Verified in `tests/sample.rs`: the heap selection against the earlier
+//! Verified in `tests/engine/sample.rs`: the heap selection against the earlier
 //! full sort of every candidate (kept there as the reference) on random
 //! rows with ties, ±0, ±∞ and NaN under random parameters — the same token
 //! and generator state every time; the draw's frequencies against the exact

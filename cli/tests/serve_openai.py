@@ -1,4 +1,4 @@
-"""The official `openai` client against `detllm serve` (tests/serve.rs runs it).
+"""The official `openai` client against `detllm serve` (cli/tests/serve.rs runs it).
 
 Usage: python serve_openai.py BASE_URL   (e.g. http://127.0.0.1:8080/v1)
 Prints a JSON list: for each request, the text the client got whole and

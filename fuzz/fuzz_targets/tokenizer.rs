@@ -1,7 +1,7 @@
 //! Fuzz the tokenizer: arbitrary bytes never panic; valid UTF-8 round-trips
 //! (decode(encode(s)) == s) on synthetic BPE and SentencePiece vocabularies;
 //! hostile vocabularies built from the input give a typed error or a working
-//! tokenizer. The property lives in `tests/tokenizer_fuzz_check.rs`, which
+//! tokenizer. The property lives in `tests/tokenizer/fuzz_check.rs`, which
 //! `cargo test` also runs over random inputs.
 //!
 //! Run: `cargo +nightly fuzz run tokenizer` (seed corpus:

@@ -80,7 +80,7 @@ impl SynthSpec {
     };
 
     /// A small gemma3 (q_dim 128 over dim 96, window 5, every 2nd layer
-    /// global), Q8_0: compared with llama.cpp by `tests/arch_llamacpp.rs`.
+    /// global), Q8_0: compared with llama.cpp by `tests/llamacpp/arch.rs`.
     pub const GEMMA3: SynthSpec = SynthSpec {
         arch: Arch::Gemma3,
         dim: 96,

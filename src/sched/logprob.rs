@@ -24,7 +24,7 @@
 //!
 //! ## How it is verified
 //!
-//! `tests/sched_props.rs`: logprobs within `1e-5` of an `f64` log-softmax
+//! `tests/engine/sched_props.rs`: logprobs within `1e-5` of an `f64` log-softmax
 //! of the same `z` over random rows, temperatures and penalties; the top
 //! tokens the `k` largest with ties to the lowest id, each equal to its own
 //! logprob; typed errors. The unit tests here hold [`ExpSum`] against a

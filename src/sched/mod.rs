@@ -52,7 +52,7 @@
 //!
 //! ## How it is verified
 //!
-//! `tests/sched_props.rs` (proptest) drives random workloads — arrival times,
+//! `tests/engine/sched_props.rs` (proptest) drives random workloads — arrival times,
 //! prompt lengths, shared prefixes, `max_tokens`, budgets, page pools small
 //! enough to force preemption, cancellations, `n > 1`, temperatures, seeds,
 //! stop tokens, logprobs, cache clears — on synthetic models, and checks every

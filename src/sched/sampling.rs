@@ -16,7 +16,7 @@
 //! Errors: the first failing job in job order is returned, after the jobs
 //! before it were committed (as the one-by-one loop does).
 //!
-//! Verified by `tests/sched_props.rs`: workloads with random lane and
+//! Verified by `tests/engine/sched_props.rs`: workloads with random lane and
 //! thread counts, every completion equal to its solo run.
 
 #![forbid(unsafe_code)]

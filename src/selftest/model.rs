@@ -8,14 +8,14 @@
 //!
 //! * `model.gemma3`, `model.qwen3`, `model.llama3_rope_freqs`: the specs
 //!   [`SynthSpec::GEMMA3`], [`SynthSpec::QWEN3`], [`SynthSpec::LLAMA3`] —
-//!   the very files `tests/arch_llamacpp.rs` compares with llama.cpp, so the
+//!   the very files `tests/llamacpp/arch.rs` compares with llama.cpp, so the
 //!   logits checked against llama.cpp on the host are bit-identical on
 //!   every target;
 //! * `model.q5_0`, `model.q4_k`, `model.q5_k`, `model.q6_k`: a one-layer
 //!   llama of width 256 (one K-quant super-block per row) with every matrix,
 //!   the tied embedding/head included, in that format ([`format_spec`]).
 //!
-//! `tests/model_selftest.rs` checks on the host that the schedules of each
+//! `tests/engine/selftest.rs` checks on the host that the schedules of each
 //! agree; `scripts/cross-test.sh` that each digest is the same everywhere.
 
 #![forbid(unsafe_code)]
@@ -335,7 +335,7 @@ pub fn sampled(scratch: &mut [u8]) -> Result<[u8; 32]> {
 }
 
 /// [`sampled`], calling `on_step(step, token, digest)` after each step, and
-/// the prompt it used ([`sampled_prompt`]). `tests/transcript_synth.rs`
+/// the prompt it used ([`sampled_prompt`]). `tests/llamacpp/transcript_synth.rs`
 /// records these steps as the committed transcript
 /// `tests/data/synth-transcript.json`; every target recomputes its final
 /// digest as the `model.sampled` case.

@@ -41,7 +41,7 @@
 //!
 //! The names llama.cpp gives these pre-tokenizers are mapped in
 //! `tokenizer::vocab`. Checked against llama.cpp's own tokenizer test suite
-//! (`tests/tokenizer_llamacpp_suite.rs`) and its ids on random texts.
+//! (`tests/tokenizer/llamacpp_suite.rs`) and its ids on random texts.
 //!
 //! Codepoint classes are llama.cpp's ([`super::unicode`]). Words are yielded
 //! as sub-slices of the input: no copying, no buffers.

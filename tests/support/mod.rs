@@ -9,7 +9,7 @@
 //! * [`quant`]: independent references for the quant and kernel tests;
 //! * [`math`]: sample inputs and the exhaustive driver of the `math_*` oracle tests;
 //! * [`kv`]: the reference model and harness of the KV cache tests;
-//! * [`sample_ref`]: the sampler before its top-k selection, the reference of `tests/sample.rs`.
+//! * [`sample_ref`]: the sampler before its top-k selection, the reference of `tests/engine/sample.rs`.
 #![allow(dead_code)] // each test binary uses a different part
 
 pub mod gguf;

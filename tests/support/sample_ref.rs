@@ -1,7 +1,7 @@
 //! The sampler as it was before its top-k selection: every candidate sorted
 //! by (logit descending, NaN as −∞, id ascending) with a comparison sort,
 //! then top-k, top-p, min-p, temperature and the draw exactly as
-//! `detllm::sample` documents them. `tests/sample.rs` holds the library to
+//! `detllm::sample` documents them. `tests/engine/sample.rs` holds the library to
 //! it token for token; `benches/sample.rs` times both.
 
 use detllm::F32;
