@@ -7,7 +7,7 @@
 //! missing model fails the test and when it only skips it).
 //!
 //! EXTENDED: `DETLLM_TOKENIZER_GOLDEN=FILE cargo test --release --features std
-//! --test tokenizer_golden -- --nocapture` compares any file of the same format.
+//! --test tokenizer -- --nocapture golden::` compares any file of the same format.
 
 use crate::support;
 
