@@ -729,6 +729,71 @@ fn tokenize_detokenize_and_transcript_round_trip() {
     assert_eq!(s.get("/v1/transcripts/0000", &[]).0, 404);
 }
 
+/// A transcript fetched from the server is, byte for byte, the file
+/// `detllm generate --transcript` writes for the same request (one module
+/// writes both; the format has no per-run field, docs/TRANSCRIPT.md), for a
+/// chat and a plain prompt.
+#[test]
+fn server_transcript_is_the_cli_transcript() {
+    let Some(model) = model() else {
+        return;
+    };
+    let s = Server::start(&[]);
+    let flags = [
+        "--temperature",
+        "0.8",
+        "--top-k",
+        "40",
+        "--top-p",
+        "0.95",
+        "--min-p",
+        "0.05",
+        "--seed",
+        "7",
+    ];
+    for chat in [true, false] {
+        let mut body = json!({"max_tokens": 10, "temperature": 0.8, "top_k": 40,
+                              "top_p": 0.95, "min_p": 0.05, "seed": 7});
+        let path = if chat {
+            body["messages"] = json!([{"role": "user", "content": QUESTION}]);
+            "/v1/chat/completions"
+        } else {
+            body["prompt"] = json!(QUESTION);
+            "/v1/completions"
+        };
+        let (code, r) = s.post(path, &body);
+        assert_eq!(code, 200, "{path}: {r}");
+        let id = choice(&r)["detllm"]["transcript_id"].as_str().unwrap();
+        let (code, served) = s.get(&format!("/v1/transcripts/{id}"), &[]);
+        assert_eq!(code, 200, "{served}");
+        let file = std::env::temp_dir().join(format!(
+            "detllm-cli-transcript-{}-{chat}.json",
+            std::process::id()
+        ));
+        let mut cmd = Command::new(BIN);
+        cmd.args(["generate", "--model"])
+            .arg(&model)
+            .args(["--max-tokens", "10", "--prompt", QUESTION])
+            .args(flags)
+            .arg("--transcript")
+            .arg(&file);
+        if chat {
+            cmd.arg("--chat");
+        }
+        let out = cmd.output().expect("run detllm generate");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let written = std::fs::read_to_string(&file).expect("read the CLI transcript");
+        let _ = std::fs::remove_file(&file);
+        assert_eq!(served, written, "{path}");
+        let v: Value = serde_json::from_str(&written).unwrap();
+        assert_eq!(v["model"]["architecture"], "llama");
+    }
+}
+
 #[test]
 fn openai_python_client_gets_the_same_answers() {
     if model().is_none() {

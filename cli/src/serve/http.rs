@@ -687,7 +687,8 @@ async fn transcript(State(st): State<Shared>, Path(id): Path<String>) -> Respons
     })
     .await
     {
-        Ok(Some(v)) => axum::Json(v).into_response(),
+        // The bytes `detllm generate --transcript` would write.
+        Ok(Some(text)) => ([(header::CONTENT_TYPE, "application/json")], text).into_response(),
         Ok(None) => ApiError::not_found(format!(
             "no transcript {id} (kept for the most recent responses only)"
         ))

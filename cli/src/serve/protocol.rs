@@ -124,7 +124,7 @@ pub enum Command {
     Transcript {
         /// The transcript id.
         id: String,
-        /// The transcript JSON, if kept.
-        reply: oneshot::Sender<Option<serde_json::Value>>,
+        /// The transcript file's bytes (`transcript::to_text`), if kept.
+        reply: oneshot::Sender<Option<String>>,
     },
 }
