@@ -1,11 +1,13 @@
 //! `detllm serve`: an OpenAI-compatible HTTP server over the library's
 //! continuous-batching scheduler.
 //!
-//! Layout: [`api`] (request and response shapes, validation), [`http`]
-//! (routes, streaming, API key), [`engine`] (the thread that owns the model,
-//! the engine and the scheduler and runs steps), [`protocol`] (what the two
-//! say to each other), [`text`] (stop strings and UTF-8 across tokens),
-//! [`metrics`] (Prometheus text), [`error`] (OpenAI-style JSON errors).
+//! Layout: [`api`] (typed request and response shapes, validation),
+//! [`extract`] (typed bodies and paths), [`http`] (routes, streaming, API
+//! key), [`worker`] (the thread that owns the model, the engine and the
+//! scheduler and runs steps), [`protocol`] (what the two say to each
+//! other), [`text`] (stop strings and UTF-8 across tokens), [`metrics`]
+//! (Prometheus text), [`error`] (OpenAI-style JSON errors, the one
+//! rejection type).
 //!
 //! The guarantee: a response is a function of (model, request, seed) — the
 //! scheduler decides every step on the engine thread, and the library makes
@@ -16,12 +18,13 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
-pub mod engine;
 pub mod error;
+pub mod extract;
 pub mod http;
 pub mod metrics;
 pub mod protocol;
 pub mod text;
+pub mod worker;
 
 use crate::error::{CliError, CliResult};
 use std::net::SocketAddr;
@@ -87,28 +90,46 @@ pub fn run(args: ServeArgs) -> CliResult<ExitCode> {
     let addr: SocketAddr = format!("{}:{}", args.host, args.port)
         .parse()
         .map_err(|_| CliError::Usage("--host must be an IP address (e.g. 127.0.0.1 or ::1)"))?;
+    let metrics = Arc::new(metrics::Metrics::default());
+    let (cmd_tx, cmd_rx) = std::sync::mpsc::channel();
+    let loaded = worker::start(worker_config(&args)?, cmd_rx, metrics.clone())?;
+    let state = Arc::new(app_state(&args, cmd_tx, metrics, &loaded));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(CliError::Io)?;
+    rt.block_on(serve(addr, state, &args, &loaded))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What the worker thread is built for, from the flags.
+pub fn worker_config(args: &ServeArgs) -> CliResult<worker::WorkerConfig> {
     let kv_bytes = match &args.kv_mem {
         Some(s) => Some(parse_size(s).ok_or(CliError::Usage(
             "--kv-mem must be a size such as 512M or 2G",
         ))?),
         None => None,
     };
-    let metrics = Arc::new(metrics::Metrics::default());
-    let (cmd_tx, cmd_rx) = std::sync::mpsc::channel();
-    let loaded = engine::start(
-        engine::EngineConfig {
-            model: args.model.clone(),
-            max_seqs: args.max_seqs,
-            ctx: args.ctx,
-            kv_bytes,
-            step_tokens: args.step_tokens,
-            max_queue: args.max_queue,
-        },
-        cmd_rx,
-        metrics.clone(),
-    )?;
-    let state = Arc::new(http::AppState {
-        engine: cmd_tx,
+    Ok(worker::WorkerConfig {
+        model: args.model.clone(),
+        max_seqs: args.max_seqs,
+        ctx: args.ctx,
+        kv_bytes,
+        step_tokens: args.step_tokens,
+        max_queue: args.max_queue,
+    })
+}
+
+/// What the handlers share, for the model `loaded` by the worker behind `worker`.
+pub fn app_state(
+    args: &ServeArgs,
+    worker: std::sync::mpsc::Sender<protocol::Command>,
+    metrics: Arc<metrics::Metrics>,
+    loaded: &worker::Loaded,
+) -> http::AppState {
+    http::AppState {
+        worker,
         metrics,
         model_name: loaded.model_name.clone(),
         fingerprint: loaded.fingerprint.clone(),
@@ -118,14 +139,7 @@ pub fn run(args: ServeArgs) -> CliResult<ExitCode> {
         body_timeout: Duration::from_secs(args.timeout),
         next_seed: AtomicU64::new(random_seed()),
         next_id: AtomicU64::new(1),
-    });
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(CliError::Io)?;
-    rt.block_on(serve(addr, state, &args, &loaded))?;
-    Ok(ExitCode::SUCCESS)
+    }
 }
 
 /// A seed start no two server processes are likely to share.
@@ -138,7 +152,7 @@ async fn serve(
     addr: SocketAddr,
     state: Arc<http::AppState>,
     args: &ServeArgs,
-    loaded: &engine::Loaded,
+    loaded: &worker::Loaded,
 ) -> CliResult<()> {
     let listener = tokio::net::TcpListener::bind(addr)
         .await

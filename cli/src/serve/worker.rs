@@ -1,6 +1,7 @@
-//! The engine thread: owns the model, the engine and the library's
+//! The worker thread: owns the model, the engine and the library's
 //! scheduler, turns commands into scheduler calls and scheduler events into
-//! per-request [`Event`]s.
+//! per-request [`Event`]s. (The library's engine, `detllm::model::Engine`,
+//! is one of the things it owns.)
 //!
 //! Everything that decides a token happens here, in the order the
 //! scheduler fixes; the HTTP side only formats. Stop strings are found here
@@ -43,9 +44,9 @@ const PREFIX_CACHE_ENTRIES: usize = 8;
 /// Finished transcripts kept for `GET /v1/transcripts/{id}`.
 const TRANSCRIPTS_KEPT: usize = 256;
 
-/// What the engine thread is built for.
+/// What the worker thread is built for.
 #[derive(Clone)]
-pub struct EngineConfig {
+pub struct WorkerConfig {
     /// Model path and worker threads.
     pub model: crate::args::ModelArgs,
     /// Completions running at once.
@@ -74,13 +75,13 @@ pub struct Loaded {
 /// Loads the model on a new thread and serves `commands` there; returns
 /// once the model is loaded (or failed to load).
 pub fn start(
-    cfg: EngineConfig,
+    cfg: WorkerConfig,
     commands: Receiver<Command>,
     metrics: Arc<Metrics>,
 ) -> CliResult<Loaded> {
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     std::thread::Builder::new()
-        .name("detllm-engine".into())
+        .name("detllm-worker".into())
         .spawn(move || match Runner::load(&cfg, metrics) {
             Ok(mut runner) => {
                 let _ = ready_tx.send(Ok(runner.loaded.clone()));
@@ -93,7 +94,7 @@ pub fn start(
         .map_err(CliError::Io)?;
     ready_rx
         .recv()
-        .map_err(|_| CliError::Usage("the engine thread stopped while loading the model"))?
+        .map_err(|_| CliError::Usage("the worker thread stopped while loading the model"))?
 }
 
 /// One running completion.
@@ -130,7 +131,7 @@ struct Runner {
     work: Workspace<'static>,
     pool: Pool,
     loaded: Loaded,
-    cfg: EngineConfig,
+    cfg: WorkerConfig,
     front: Front,
 }
 
@@ -147,7 +148,7 @@ struct Front {
 
 /// The engine limits for `cfg`: room for the running completions and the
 /// prefix cache's sequences, pages from `kv_bytes` or enough for all.
-fn limits(cfg: &EngineConfig, kv_bytes_per_page: usize) -> Limits {
+fn limits(cfg: &WorkerConfig, kv_bytes_per_page: usize) -> Limits {
     let max_seqs = cfg.max_seqs + PREFIX_CACHE_ENTRIES;
     let all = cfg.max_seqs * cfg.ctx.div_ceil(PAGE_SIZE);
     let n_pages = match cfg.kv_bytes {
@@ -165,7 +166,7 @@ fn limits(cfg: &EngineConfig, kv_bytes_per_page: usize) -> Limits {
     }
 }
 
-fn sched_config(cfg: &EngineConfig) -> SchedConfig {
+fn sched_config(cfg: &WorkerConfig) -> SchedConfig {
     SchedConfig {
         max_slots: cfg.max_seqs + cfg.max_queue,
         max_cached: PREFIX_CACHE_ENTRIES,
@@ -175,7 +176,7 @@ fn sched_config(cfg: &EngineConfig) -> SchedConfig {
 }
 
 impl Runner {
-    fn load(cfg: &EngineConfig, metrics: Arc<Metrics>) -> CliResult<Runner> {
+    fn load(cfg: &WorkerConfig, metrics: Arc<Metrics>) -> CliResult<Runner> {
         let path = existing_model(cfg.model.model.as_deref())?;
         let model: &'static ModelFile = Box::leak(Box::new(ModelFile::open_for_run(&path)?));
         let sha256 = model.sha256();
