@@ -13,7 +13,10 @@
 //!   server keeps serving; a full queue is 429 with `Retry-After`; the API key
 //!   guards every route but `/health`; a client that disconnects mid-stream
 //!   frees its pages; a slow client is cut off; a transcript fetched from
-//!   the server verifies with `detllm verify`;
+//!   the server verifies with `detllm verify`, byte for byte the file
+//!   `detllm generate --transcript` writes;
+//! * SIGTERM mid-stream: new connections are refused, the stream finishes
+//!   with its solo answer, the process exits 0;
 //! * the official `openai` Python client (when `DETLLM_OPENAI_PYTHON` names
 //!   an interpreter that has it; `scripts/test.sh` sets one up) gets the same
 //!   answers.
@@ -792,6 +795,84 @@ fn server_transcript_is_the_cli_transcript() {
         let v: Value = serde_json::from_str(&written).unwrap();
         assert_eq!(v["model"]["architecture"], "llama");
     }
+}
+
+/// SIGTERM mid-stream: the server stops accepting at once (new connections
+/// are refused), the stream runs to its end (`[DONE]`) with the same text
+/// and provenance as the same request's whole answer, and the process exits 0.
+#[test]
+fn sigterm_drains_the_stream_in_flight_and_exits_0() {
+    if model().is_none() {
+        return;
+    }
+    let mut s = Server::start(&["--drain-timeout", "120"]);
+    let body = json!({"messages": [{"role": "user", "content": QUESTION}], "max_tokens": 160,
+                      "temperature": 1.0, "seed": 3, "ignore_eos": true});
+    let (code, whole) = s.post("/v1/chat/completions", &body);
+    assert_eq!(code, 200, "{whole}");
+    let mut sbody = body.clone();
+    sbody["stream"] = json!(true);
+    let r = ureq::post(&s.url("/v1/chat/completions"))
+        .send_string(&sbody.to_string())
+        .expect("stream request");
+    let mut lines = BufReader::new(r.into_reader()).lines();
+    let mut events: Vec<String> = Vec::new();
+    // Mid-stream: after the first chunk.
+    while events.is_empty() {
+        let line = lines.next().expect("a first chunk").expect("read");
+        if let Some(data) = line.strip_prefix("data: ") {
+            events.push(data.to_string());
+        }
+    }
+    let status = Command::new("kill")
+        .args(["-TERM", &s.child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success());
+    let t0 = Instant::now();
+    while TcpStream::connect(("127.0.0.1", s.port)).is_ok() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "still accepting connections after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Refused while draining, not because the process had gone.
+    assert!(
+        s.child.try_wait().expect("wait").is_none(),
+        "connections were refused only once the server had exited"
+    );
+    for line in lines {
+        let line = line.expect("the stream was cut");
+        if let Some(data) = line.strip_prefix("data: ") {
+            events.push(data.to_string());
+        }
+    }
+    assert_eq!(events.last().map(String::as_str), Some("[DONE]"));
+    let chunks: Vec<Value> = events[..events.len() - 1]
+        .iter()
+        .map(|e| serde_json::from_str(e).unwrap())
+        .collect();
+    assert!(chunks.len() > 2, "the stream had ended before the signal");
+    let text: String = chunks
+        .iter()
+        .map(|c| c["choices"][0]["delta"]["content"].as_str().unwrap_or(""))
+        .collect();
+    let w = choice(&whole);
+    assert_eq!(text, w["message"]["content"].as_str().unwrap());
+    assert_eq!(chunks.last().unwrap()["choices"][0]["detllm"], w["detllm"]);
+    let t0 = Instant::now();
+    let exit = loop {
+        if let Some(status) = s.child.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the server did not exit after draining"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(exit.code(), Some(0), "{exit:?}");
 }
 
 #[test]
