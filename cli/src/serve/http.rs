@@ -756,14 +756,17 @@ mod tests {
     const TEXT: &str = "/v1/completions";
     const INVALID: &str = "invalid_request_error";
 
-    /// `(route, body, status, param, code)` of each bad request.
-    fn bad_requests() -> Vec<(
+    /// A bad request and its answer: `(route, body, status, param, code)`.
+    type Case = (
         &'static str,
         String,
         u16,
         Option<&'static str>,
         Option<&'static str>,
-    )> {
+    );
+
+    /// Every bad request of the error table.
+    fn bad_requests() -> Vec<Case> {
         let m = json!([{"role": "user", "content": "hi"}]);
         let chat = |extra: Value| {
             let mut b = json!({"messages": m});
