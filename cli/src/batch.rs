@@ -11,7 +11,7 @@
 //! Each result equals its solo run: the engine's logits do not depend on
 //! the batch composition or on the prefill chunking (the determinism
 //! contract), and every sequence samples from its own generator seeded with
-//! `params.seed` over its own history. `tests/cli.rs` checks it through
+//! `params.seed` over its own history. `cli/tests/cli.rs` checks it through
 //! `generate --json`.
 
 #![forbid(unsafe_code)]

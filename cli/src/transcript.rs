@@ -1,15 +1,23 @@
-//! Audit transcripts (format: docs/TRANSCRIPT.md): [`write`] records one
-//! generated sequence (`generate --transcript FILE`), [`parse`] reads one
-//! back for `verify`, and [`TranscriptError`] says which field is wrong.
+//! Audit transcripts (format: docs/TRANSCRIPT.md): the one module that
+//! builds them ([`to_text`]) and reads them ([`parse`]).
+//!
+//! `generate --transcript` writes [`to_text`]'s bytes to a file, the
+//! server's worker keeps the same bytes for `GET /v1/transcripts/{id}`,
+//! and `verify` reads either with [`parse`]; [`TranscriptError`] says which
+//! field is wrong. Because both writers call [`to_text`], a CLI transcript
+//! and a server transcript of the same run are the same bytes (the format
+//! has no per-run field): `cli/tests/serve.rs` checks it on SmolLM2, and the
+//! unit tests below check a round trip through [`parse`].
+//!
+//! Dependencies flow one way: this module uses the library, serde_json and
+//! the leaf `output::hex` only; `error::CliError` wraps [`TranscriptError`].
 
 #![forbid(unsafe_code)]
 
-use crate::batch::PromptRun;
-use crate::error::{CliError, CliResult};
-use crate::model_file::ModelFile;
 use crate::output::hex;
-use crate::session::Session;
 use detllm::F32;
+use detllm::gguf::File;
+use detllm::model::Config;
 use detllm::sample::SamplingParams;
 use serde_json::{Value, json};
 use std::fmt;
@@ -84,27 +92,58 @@ fn f32_json(x: F32) -> Value {
     json!({ "bits": format!("{:#010x}", x.to_bits()), "value": f32::from_bits(x.to_bits()) })
 }
 
-/// Writes the transcript of `run`, generated from `prompt_text` on `model`.
-pub fn write(
-    path: &Path,
-    model: &ModelFile,
-    session: &Session<'_>,
-    prompt_text: &str,
-    run: &PromptRun,
-    params: &SamplingParams,
-    max_tokens: usize,
-) -> CliResult<()> {
-    let cfg = session.engine.config();
-    let arch = session
-        .file
-        .get_str("general.architecture")
-        .ok()
-        .flatten()
-        .unwrap_or("");
+/// What a transcript says about the model file.
+#[derive(Clone, Debug)]
+pub struct ModelInfo {
+    /// The file's name (without its directory).
+    pub file: Option<String>,
+    /// SHA-256 of the file, lowercase hex.
+    pub sha256: String,
+    /// `general.architecture` (empty if the file has none).
+    pub architecture: String,
+    pub vocab_size: usize,
+    pub dim: usize,
+    pub n_layers: usize,
+}
+
+impl ModelInfo {
+    /// The model at `path` with SHA-256 `sha256`, parsed as `gguf` into `cfg`.
+    pub fn of(path: &Path, sha256: String, gguf: &File<'_>, cfg: &Config) -> ModelInfo {
+        let architecture = gguf.get_str("general.architecture").ok().flatten();
+        ModelInfo {
+            file: path.file_name().map(|f| f.to_string_lossy().into_owned()),
+            sha256,
+            architecture: architecture.unwrap_or("").to_string(),
+            vocab_size: cfg.vocab_size,
+            dim: cfg.dim,
+            n_layers: cfg.n_layers,
+        }
+    }
+}
+
+/// One generated sequence, as a transcript records it.
+pub struct Run<'a> {
+    /// The sampling parameters, the sequence's own seed included.
+    pub params: &'a SamplingParams,
+    /// The step bound the run was given (a re-run stops there too).
+    pub max_tokens: usize,
+    /// The prompt text (after any chat template); empty for token prompts.
+    pub prompt: &'a str,
+    pub prompt_ids: &'a [u32],
+    /// Generated ids, the end-of-generation token included if one was sampled.
+    pub ids: &'a [u32],
+    /// The audit chain's digest after each step (`d_1 .. d_N`).
+    pub digests: &'a [[u8; 32]],
+}
+
+/// The transcript of `run` on `model`: pretty-printed JSON and a newline,
+/// the bytes of a transcript file.
+pub fn to_text(model: &ModelInfo, run: &Run<'_>) -> String {
+    let params = run.params;
     let steps: Vec<Value> = run
         .ids
         .iter()
-        .zip(&run.step_digests)
+        .zip(run.digests)
         .map(|(id, digest)| json!({ "id": id, "digest": hex(digest) }))
         .collect();
     let transcript = json!({
@@ -112,10 +151,10 @@ pub fn write(
         "profile": detllm::PROFILE,
         "crate_version": env!("CARGO_PKG_VERSION"),
         "model": {
-            "file": model.path().file_name().map(|f| f.to_string_lossy().into_owned()),
-            "sha256": model.sha256(),
-            "architecture": arch,
-            "vocab_size": cfg.vocab_size, "dim": cfg.dim, "n_layers": cfg.n_layers,
+            "file": model.file,
+            "sha256": model.sha256,
+            "architecture": model.architecture,
+            "vocab_size": model.vocab_size, "dim": model.dim, "n_layers": model.n_layers,
         },
         "sampling": {
             "temperature": f32_json(params.temperature), "top_k": params.top_k,
@@ -123,14 +162,14 @@ pub fn write(
             "repeat_penalty": f32_json(params.repeat_penalty),
             "penalty_last_n": params.penalty_last_n, "seed": params.seed,
         },
-        "max_tokens": max_tokens,
-        "prompt": prompt_text,
+        "max_tokens": run.max_tokens,
+        "prompt": run.prompt,
         "prompt_ids": run.prompt_ids,
         "steps": steps,
-        "final_digest": run.step_digests.last().map(|d| hex(d)),
+        "final_digest": run.digests.last().map(|d| hex(d)),
     });
-    let text = serde_json::to_string_pretty(&transcript)?;
-    std::fs::write(path, text + "\n").map_err(CliError::at(path))
+    // A `Value` built from strings and integers always serializes.
+    serde_json::to_string_pretty(&transcript).unwrap_or_default() + "\n"
 }
 
 /// What `verify` needs from a transcript.
@@ -270,4 +309,51 @@ fn parse_steps(v: &Value) -> Parse<Vec<(u32, String)>> {
 /// A SHA-256 digest in hex: 64 hex digits.
 fn is_digest_hex(d: &str) -> bool {
     d.len() == 64 && d.bytes().all(|c| c.is_ascii_hexdigit())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn model() -> ModelInfo {
+        ModelInfo {
+            file: Some("m.gguf".into()),
+            sha256: "ab".repeat(32),
+            architecture: "llama".into(),
+            vocab_size: 96,
+            dim: 64,
+            n_layers: 2,
+        }
+    }
+
+    #[test]
+    fn what_to_text_writes_parse_reads_back() {
+        let params = SamplingParams {
+            seed: 9,
+            ..SamplingParams::LLAMA_DEFAULTS
+        };
+        let digests = [[1u8; 32], [2u8; 32]];
+        let run = Run {
+            params: &params,
+            max_tokens: 5,
+            prompt: "hi",
+            prompt_ids: &[1, 2, 3],
+            ids: &[7, 8],
+            digests: &digests,
+        };
+        let text = to_text(&model(), &run);
+        assert!(text.ends_with("}\n"));
+        let t = parse(&text).expect("parses");
+        assert_eq!(t.sha256, model().sha256);
+        assert_eq!(t.model_file.as_deref(), Some("m.gguf"));
+        assert_eq!(t.params.seed, 9);
+        assert_eq!(t.params.temperature.to_bits(), params.temperature.to_bits());
+        assert_eq!(t.max_tokens, 5);
+        assert_eq!(t.prompt_ids, [1, 2, 3]);
+        let steps = [(7, hex(&[1u8; 32])), (8, hex(&[2u8; 32]))];
+        assert_eq!(t.steps, steps);
+        assert_eq!(t.final_digest, hex(&[2u8; 32]));
+        let v: Value = serde_json::from_str(&text).expect("JSON");
+        assert_eq!(v["model"]["architecture"], "llama");
+    }
 }

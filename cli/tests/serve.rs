@@ -13,7 +13,10 @@
 //!   server keeps serving; a full queue is 429 with `Retry-After`; the API key
 //!   guards every route but `/health`; a client that disconnects mid-stream
 //!   frees its pages; a slow client is cut off; a transcript fetched from
-//!   the server verifies with `detllm verify`;
+//!   the server verifies with `detllm verify`, byte for byte the file
+//!   `detllm generate --transcript` writes;
+//! * SIGTERM mid-stream: new connections are refused, the stream finishes
+//!   with its solo answer, the process exits 0;
 //! * the official `openai` Python client (when `DETLLM_OPENAI_PYTHON` names
 //!   an interpreter that has it; `scripts/test.sh` sets one up) gets the same
 //!   answers.
@@ -727,6 +730,149 @@ fn tokenize_detokenize_and_transcript_round_trip() {
         String::from_utf8_lossy(&out.stdout)
     );
     assert_eq!(s.get("/v1/transcripts/0000", &[]).0, 404);
+}
+
+/// A transcript fetched from the server is, byte for byte, the file
+/// `detllm generate --transcript` writes for the same request (one module
+/// writes both; the format has no per-run field, docs/TRANSCRIPT.md), for a
+/// chat and a plain prompt.
+#[test]
+fn server_transcript_is_the_cli_transcript() {
+    let Some(model) = model() else {
+        return;
+    };
+    let s = Server::start(&[]);
+    let flags = [
+        "--temperature",
+        "0.8",
+        "--top-k",
+        "40",
+        "--top-p",
+        "0.95",
+        "--min-p",
+        "0.05",
+        "--seed",
+        "7",
+    ];
+    for chat in [true, false] {
+        let mut body = json!({"max_tokens": 10, "temperature": 0.8, "top_k": 40,
+                              "top_p": 0.95, "min_p": 0.05, "seed": 7});
+        let path = if chat {
+            body["messages"] = json!([{"role": "user", "content": QUESTION}]);
+            "/v1/chat/completions"
+        } else {
+            body["prompt"] = json!(QUESTION);
+            "/v1/completions"
+        };
+        let (code, r) = s.post(path, &body);
+        assert_eq!(code, 200, "{path}: {r}");
+        let id = choice(&r)["detllm"]["transcript_id"].as_str().unwrap();
+        let (code, served) = s.get(&format!("/v1/transcripts/{id}"), &[]);
+        assert_eq!(code, 200, "{served}");
+        let file = std::env::temp_dir().join(format!(
+            "detllm-cli-transcript-{}-{chat}.json",
+            std::process::id()
+        ));
+        let mut cmd = Command::new(BIN);
+        cmd.args(["generate", "--model"])
+            .arg(&model)
+            .args(["--max-tokens", "10", "--prompt", QUESTION])
+            .args(flags)
+            .arg("--transcript")
+            .arg(&file);
+        if chat {
+            cmd.arg("--chat");
+        }
+        let out = cmd.output().expect("run detllm generate");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let written = std::fs::read_to_string(&file).expect("read the CLI transcript");
+        let _ = std::fs::remove_file(&file);
+        assert_eq!(served, written, "{path}");
+        let v: Value = serde_json::from_str(&written).unwrap();
+        assert_eq!(v["model"]["architecture"], "llama");
+    }
+}
+
+/// SIGTERM mid-stream: the server stops accepting at once (new connections
+/// are refused), the stream runs to its end (`[DONE]`) with the same text
+/// and provenance as the same request's whole answer, and the process exits 0.
+#[test]
+fn sigterm_drains_the_stream_in_flight_and_exits_0() {
+    if model().is_none() {
+        return;
+    }
+    let mut s = Server::start(&["--drain-timeout", "120"]);
+    let body = json!({"messages": [{"role": "user", "content": QUESTION}], "max_tokens": 160,
+                      "temperature": 1.0, "seed": 3, "ignore_eos": true});
+    let (code, whole) = s.post("/v1/chat/completions", &body);
+    assert_eq!(code, 200, "{whole}");
+    let mut sbody = body.clone();
+    sbody["stream"] = json!(true);
+    let r = ureq::post(&s.url("/v1/chat/completions"))
+        .send_string(&sbody.to_string())
+        .expect("stream request");
+    let mut lines = BufReader::new(r.into_reader()).lines();
+    let mut events: Vec<String> = Vec::new();
+    // Mid-stream: after the first chunk.
+    while events.is_empty() {
+        let line = lines.next().expect("a first chunk").expect("read");
+        if let Some(data) = line.strip_prefix("data: ") {
+            events.push(data.to_string());
+        }
+    }
+    let status = Command::new("kill")
+        .args(["-TERM", &s.child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success());
+    let t0 = Instant::now();
+    while TcpStream::connect(("127.0.0.1", s.port)).is_ok() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "still accepting connections after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Refused while draining, not because the process had gone.
+    assert!(
+        s.child.try_wait().expect("wait").is_none(),
+        "connections were refused only once the server had exited"
+    );
+    for line in lines {
+        let line = line.expect("the stream was cut");
+        if let Some(data) = line.strip_prefix("data: ") {
+            events.push(data.to_string());
+        }
+    }
+    assert_eq!(events.last().map(String::as_str), Some("[DONE]"));
+    let chunks: Vec<Value> = events[..events.len() - 1]
+        .iter()
+        .map(|e| serde_json::from_str(e).unwrap())
+        .collect();
+    assert!(chunks.len() > 2, "the stream had ended before the signal");
+    let text: String = chunks
+        .iter()
+        .map(|c| c["choices"][0]["delta"]["content"].as_str().unwrap_or(""))
+        .collect();
+    let w = choice(&whole);
+    assert_eq!(text, w["message"]["content"].as_str().unwrap());
+    assert_eq!(chunks.last().unwrap()["choices"][0]["detllm"], w["detllm"]);
+    let t0 = Instant::now();
+    let exit = loop {
+        if let Some(status) = s.child.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the server did not exit after draining"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(exit.code(), Some(0), "{exit:?}");
 }
 
 #[test]

@@ -18,7 +18,7 @@ use clap::Args;
 use detllm::sample::SamplingParams;
 use sha2::Digest;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Args)]
@@ -86,18 +86,40 @@ pub fn run(args: GenerateArgs) -> CliResult<ExitCode> {
     for (i, (run, text)) in runs.iter().zip(&prompts.texts).enumerate() {
         report(&session, i, run, &args, stream);
         if let Some(transcript_path) = &args.transcript {
-            transcript::write(
-                transcript_path,
-                &model,
-                &session,
-                text,
-                run,
-                &params,
-                args.max_tokens,
-            )?;
+            write_transcript(transcript_path, &model, &session, text, run, &params, &args)?;
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Writes the audit transcript of `run`, generated from `prompt_text`, to `path`.
+fn write_transcript(
+    path: &Path,
+    model: &ModelFile,
+    session: &Session<'_>,
+    prompt_text: &str,
+    run: &PromptRun,
+    params: &SamplingParams,
+    args: &GenerateArgs,
+) -> CliResult<()> {
+    let info = transcript::ModelInfo::of(
+        model.path(),
+        model.sha256(),
+        &session.file,
+        session.engine.config(),
+    );
+    let text = transcript::to_text(
+        &info,
+        &transcript::Run {
+            params,
+            max_tokens: args.max_tokens,
+            prompt: prompt_text,
+            prompt_ids: &run.prompt_ids,
+            ids: &run.ids,
+            digests: &run.step_digests,
+        },
+    );
+    std::fs::write(path, text).map_err(CliError::at(path))
 }
 
 /// The `--prompt` texts, then the contents of each `--prompt-file`.

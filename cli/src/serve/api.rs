@@ -6,6 +6,9 @@
 //! panic. Sampling floats are read from the JSON number's own digits and
 //! rounded once to binary32 (`str::parse::<f32>`, as the CLI's flags are),
 //! so `"temperature": 0.8` samples exactly as `--temperature 0.8`.
+//!
+//! The response shapes below are typed too: every body the server sends is
+//! one of them (or `error::ErrorBody`), serialized by serde.
 
 #![forbid(unsafe_code)]
 
@@ -14,6 +17,7 @@ use detllm::F32;
 use detllm::sample::SamplingParams;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
+use std::collections::BTreeMap;
 
 /// Most completions one request may ask for (`n`).
 pub const MAX_N: usize = 8;
@@ -458,13 +462,18 @@ impl RequestBody {
     }
 }
 
+// ---- Responses. Every body the server sends is one of these types. Their
+// fields are declared in alphabetical order, the order the server has
+// always written them in, and log-probabilities are the f32 widened to f64
+// (printed as the f64's shortest form), so the bytes are unchanged.
+
 /// `usage`.
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq, Eq)]
 pub struct Usage {
-    /// Prompt tokens (per prompt, counted once however many completions).
-    pub prompt_tokens: usize,
     /// Generated tokens over all choices.
     pub completion_tokens: usize,
+    /// Prompt tokens (per prompt, counted once however many completions).
+    pub prompt_tokens: usize,
     /// The sum.
     pub total_tokens: usize,
 }
@@ -472,40 +481,194 @@ pub struct Usage {
 /// One alternative in `top_logprobs`.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct TopLogprob {
-    /// The token's text (lossy UTF-8).
-    pub token: String,
-    /// Its log-probability.
-    pub logprob: f32,
     /// Its bytes.
     pub bytes: Vec<u8>,
+    /// Its log-probability.
+    pub logprob: f64,
+    /// The token's text (lossy UTF-8).
+    pub token: String,
 }
 
 /// One sampled token's log-probability (chat shape).
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct TokenLogprob {
-    /// The token's text (lossy UTF-8).
-    pub token: String,
-    /// Its log-probability.
-    pub logprob: f32,
     /// Its bytes.
     pub bytes: Vec<u8>,
+    /// Its log-probability.
+    pub logprob: f64,
+    /// The token's text (lossy UTF-8).
+    pub token: String,
     /// The most likely alternatives, most likely first (ties: lowest id).
     pub top_logprobs: Vec<TopLogprob>,
+}
+
+/// A choice's (or a chunk's) `logprobs`.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(untagged)]
+pub enum Logprobs {
+    /// Chat: `{"content": [...]}`.
+    Chat { content: Vec<TokenLogprob> },
+    /// Completions: parallel arrays, the alternatives as `{token: logprob}`.
+    Text {
+        token_logprobs: Vec<f64>,
+        tokens: Vec<String>,
+        top_logprobs: Vec<BTreeMap<String, f64>>,
+    },
+}
+
+impl Logprobs {
+    /// `tokens` in the shape of `chat` (chat) or completions.
+    pub fn of(chat: bool, tokens: &[TokenLogprob]) -> Logprobs {
+        if chat {
+            return Logprobs::Chat {
+                content: tokens.to_vec(),
+            };
+        }
+        Logprobs::Text {
+            token_logprobs: tokens.iter().map(|l| l.logprob).collect(),
+            tokens: tokens.iter().map(|l| l.token.clone()).collect(),
+            top_logprobs: tokens
+                .iter()
+                .map(|l| {
+                    l.top_logprobs
+                        .iter()
+                        .map(|t| (t.token.clone(), t.logprob))
+                        .collect()
+                })
+                .collect(),
+        }
+    }
 }
 
 /// The `detllm` extension object of every choice: what makes it reproducible.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct Provenance {
-    /// The seed the choice was sampled with (given or chosen by the server).
-    pub seed: u64,
-    /// SHA-256 of every logits row the choice was sampled from (as `detllm generate` prints).
-    pub digest: String,
     /// The audit chain's final digest (`detllm verify` re-checks it).
     pub audit_digest: String,
-    /// `GET /v1/transcripts/{id}` returns the audit transcript.
-    pub transcript_id: String,
+    /// SHA-256 of every logits row the choice was sampled from (as `detllm generate` prints).
+    pub digest: String,
     /// Prompt token ids.
     pub prompt_token_ids: Vec<u32>,
+    /// The seed the choice was sampled with (given or chosen by the server).
+    pub seed: u64,
     /// Generated token ids.
     pub token_ids: Vec<u32>,
+    /// `GET /v1/transcripts/{id}` returns the audit transcript.
+    pub transcript_id: String,
+}
+
+/// A chat message in a response, or a streamed chunk's `delta`.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct Message {
+    /// The text (a chunk's: the part that became final with it).
+    pub content: String,
+    /// `"assistant"` (in a stream: in each choice's first chunk only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<&'static str>,
+}
+
+/// One choice of a response or of a streamed chunk: exactly one of
+/// `delta` (chat chunk), `message` (chat response) and `text` (completions).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Choice {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delta: Option<Message>,
+    /// In a response always; in a stream in the choice's last chunk.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detllm: Option<Provenance>,
+    /// `"stop"`, `"length"`, or `null` while the choice runs.
+    pub finish_reason: Option<&'static str>,
+    pub index: usize,
+    /// `null` unless asked for.
+    pub logprobs: Option<Logprobs>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<Message>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+}
+
+/// A whole response (`chat.completion`, `text_completion`) or one streamed
+/// chunk (`chat.completion.chunk`, `text_completion`).
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct Completion<'a> {
+    pub choices: Vec<Choice>,
+    /// Unix seconds (per response).
+    pub created: u64,
+    /// `chatcmpl-N` / `cmpl-N` (per response).
+    pub id: &'a str,
+    pub model: &'a str,
+    pub object: &'static str,
+    /// `detllm-v1+sha256:<model file SHA-256>`.
+    pub system_fingerprint: &'a str,
+    /// In a response always; in a stream only in the last chunk, if asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+}
+
+/// `GET /health`.
+#[derive(Debug, Serialize)]
+pub struct Health {
+    /// `"ok"` or `"loading"`.
+    pub status: &'static str,
+}
+
+/// One entry of `GET /v1/models`, and `GET /v1/models/{id}`.
+#[derive(Debug, Serialize)]
+pub struct ModelObject<'a> {
+    pub created: u64,
+    pub id: &'a str,
+    pub object: &'static str,
+    pub owned_by: &'static str,
+}
+
+impl ModelObject<'_> {
+    /// The served model, named `id`.
+    pub fn served(id: &str) -> ModelObject<'_> {
+        ModelObject {
+            created: 0,
+            id,
+            object: "model",
+            owned_by: "detllm",
+        }
+    }
+}
+
+/// `GET /v1/models`.
+#[derive(Debug, Serialize)]
+pub struct ModelList<'a> {
+    pub data: Vec<ModelObject<'a>>,
+    pub object: &'static str,
+}
+
+/// `POST /tokenize`'s request.
+#[derive(Debug, Deserialize)]
+pub struct TokenizeRequest {
+    /// The text.
+    pub content: String,
+    /// Add BOS/EOS as the model asks and parse special tokens (default true).
+    #[serde(default = "yes")]
+    pub add_special: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// `POST /tokenize`'s answer.
+#[derive(Debug, Serialize)]
+pub struct Tokens {
+    pub tokens: Vec<u32>,
+}
+
+/// `POST /detokenize`'s request.
+#[derive(Debug, Deserialize)]
+pub struct DetokenizeRequest {
+    pub tokens: Vec<u32>,
+}
+
+/// `POST /detokenize`'s answer.
+#[derive(Debug, Serialize)]
+pub struct Detokenized {
+    /// The text (lossy UTF-8).
+    pub content: String,
 }

@@ -1,12 +1,18 @@
 //! OpenAI-style JSON errors: `{"error": {"message", "type", "param", "code"}}`
 //! with the HTTP status that says who must act (400 the request, 401 the
-//! key, 404 the route or model, 413 the body, 429 the load, 503 loading).
+//! key, 404 the route or model, 408/413 the body, 429 the load, 503 loading).
+//!
+//! [`ApiError`] is the server's one rejection type: the extractors
+//! (`extract`), the validation (`api`), the worker's refusals and the
+//! routes' fallbacks all answer with it. Its body is the typed
+//! [`ErrorBody`]. The router tests (`http::tests`) check status, `type` and
+//! `param` for every bad-input case.
 
 #![forbid(unsafe_code)]
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use serde::Serialize;
 
 /// One error answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,17 +121,45 @@ impl ApiError {
         ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "server_error", message)
     }
 
-    /// The JSON body.
-    pub fn body(&self) -> serde_json::Value {
-        json!({
-            "error": {
-                "message": self.message,
-                "type": self.kind,
-                "param": self.param,
-                "code": self.code,
-            }
-        })
+    /// 408: the body did not arrive within the connection timeout.
+    pub fn body_timeout() -> ApiError {
+        ApiError {
+            status: StatusCode::REQUEST_TIMEOUT,
+            ..ApiError::bad_request("request body not received in time")
+        }
     }
+
+    /// The JSON body.
+    pub fn body(&self) -> ErrorBody<'_> {
+        ErrorBody {
+            error: ErrorDetail {
+                code: self.code,
+                message: &self.message,
+                param: self.param.as_deref(),
+                kind: self.kind,
+            },
+        }
+    }
+}
+
+/// `{"error": {...}}`.
+#[derive(Debug, Serialize)]
+pub struct ErrorBody<'a> {
+    pub error: ErrorDetail<'a>,
+}
+
+/// The error object (fields in the order the server has always written them).
+#[derive(Debug, Serialize)]
+pub struct ErrorDetail<'a> {
+    /// A machine-readable code, or `null`.
+    pub code: Option<&'static str>,
+    /// What went wrong, for a person.
+    pub message: &'a str,
+    /// The request parameter at fault, or `null`.
+    pub param: Option<&'a str>,
+    /// OpenAI's error type.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
 }
 
 impl IntoResponse for ApiError {
@@ -136,16 +170,5 @@ impl IntoResponse for ApiError {
                 .insert(header::RETRY_AFTER, HeaderValue::from(s));
         }
         r
-    }
-}
-
-/// A JSON body that did not parse: 400 naming the field where serde stopped.
-pub fn from_json(e: serde_path_to_error::Error<serde_json::Error>) -> ApiError {
-    let path = e.path().to_string();
-    let inner = e.into_inner();
-    if path.is_empty() || path == "." || path == "?" {
-        ApiError::bad_request(format!("malformed JSON body: {inner}"))
-    } else {
-        ApiError::invalid(&path, format!("{path}: {inner}"))
     }
 }

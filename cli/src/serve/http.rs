@@ -1,27 +1,39 @@
-//! The HTTP routes: OpenAI's shapes in, the engine's events out.
+//! The HTTP routes: OpenAI's shapes in, the worker's events out.
 //!
-//! Handlers parse and validate ([`super::api`]), send a command to the
-//! engine thread and turn its events into a JSON body or server-sent events.
-//! Nothing here decides a token. Every failure is an [`ApiError`] JSON body;
+//! Each handler takes typed input (`extract::ApiJson`, `extract::PathId`),
+//! validates it ([`super::api`]), sends a command to the worker thread and
+//! turns its events into a typed body ([`super::api::Completion`], …) or
+//! server-sent events. Nothing here decides a token. Every failure is an
+//! [`ApiError`] — the one rejection type of extractors and handlers alike;
 //! a client that goes away cancels its request (the receiver is dropped and
-//! a [`CancelGuard`] tells the engine).
+//! a [`CancelGuard`] tells the worker).
+//!
+//! Verified by the router tests below (`tower::ServiceExt::oneshot` on
+//! [`router`] over a synthetic model: every error case's status, `type` and
+//! `param`, and a served completion) and, over real HTTP on SmolLM2, by
+//! `cli/tests/serve.rs`.
 
 #![forbid(unsafe_code)]
 
-use super::api::{GenRequest, Provenance, RequestBody, TokenLogprob, TopLogprob, Usage};
-use super::error::{ApiError, from_json};
+use super::api::{
+    Choice, Completion, DetokenizeRequest, Detokenized, GenRequest, Health, Logprobs, Message,
+    ModelList, ModelObject, Provenance, RequestBody, TokenLogprob, TokenizeRequest, Tokens,
+    TopLogprob, Usage,
+};
+use super::error::ApiError;
+use super::extract::{ApiJson, PathId};
 use super::metrics::{Metrics, Outcome};
 use super::protocol::{Accepted, Alternative, Command, Event, Finish};
+use axum::Json;
 use axum::Router;
-use axum::body::{Body, Bytes};
-use axum::extract::{Path, Request, State};
+use axum::extract::{Request, State};
+use axum::handler::Handler;
 use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::sse::{Event as SseEvent, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde::Serialize;
 use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -30,8 +42,8 @@ use tokio::sync::{mpsc, oneshot};
 
 /// What every handler shares.
 pub struct AppState {
-    /// Commands to the engine thread.
-    pub engine: std::sync::mpsc::Sender<Command>,
+    /// Commands to the worker thread.
+    pub worker: std::sync::mpsc::Sender<Command>,
     /// Exported metrics.
     pub metrics: Arc<Metrics>,
     /// The served model's name (`/v1/models`, `model` fields).
@@ -40,7 +52,7 @@ pub struct AppState {
     pub fingerprint: String,
     /// Bearer token every route but `/health` requires, if set.
     pub api_key: Option<String>,
-    /// The model is loaded and the engine runs.
+    /// The model is loaded and the server is not shutting down.
     pub ready: AtomicBool,
     /// Largest request body in bytes.
     pub body_limit: usize,
@@ -52,13 +64,18 @@ pub struct AppState {
     pub next_id: AtomicU64,
 }
 
-type Shared = Arc<AppState>;
+/// The state every handler and extractor gets.
+pub type Shared = Arc<AppState>;
 
 /// The router with every route, the API-key check and JSON 404/405 answers.
 pub fn router(state: Shared) -> Router {
+    let counted = || middleware::from_fn_with_state(state.clone(), count_rejections);
     let api = Router::new()
-        .route("/v1/chat/completions", post(chat_completions))
-        .route("/v1/completions", post(completions))
+        .route(
+            "/v1/chat/completions",
+            post(chat_completions.layer(counted())),
+        )
+        .route("/v1/completions", post(completions.layer(counted())))
         .route("/v1/models", get(models))
         .route("/v1/models/{id}", get(model))
         .route("/v1/transcripts/{id}", get(transcript))
@@ -102,13 +119,10 @@ pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 async fn health(State(st): State<Shared>) -> Response {
     if st.ready.load(Ordering::Acquire) {
-        (StatusCode::OK, axum::Json(json!({"status": "ok"}))).into_response()
+        Json(Health { status: "ok" }).into_response()
     } else {
-        (
-            StatusCode::SERVICE_UNAVAILABLE,
-            axum::Json(json!({"status": "loading"})),
-        )
-            .into_response()
+        let loading = Health { status: "loading" };
+        (StatusCode::SERVICE_UNAVAILABLE, Json(loading)).into_response()
     }
 }
 
@@ -120,47 +134,40 @@ async fn metrics(State(st): State<Shared>) -> Response {
         .into_response()
 }
 
-fn model_object(st: &AppState) -> Value {
-    json!({"id": st.model_name, "object": "model", "created": 0, "owned_by": "detllm"})
-}
-
 async fn models(State(st): State<Shared>) -> Response {
-    axum::Json(json!({"object": "list", "data": [model_object(&st)]})).into_response()
+    let list = ModelList {
+        data: vec![ModelObject::served(&st.model_name)],
+        object: "list",
+    };
+    Json(list).into_response()
 }
 
-async fn model(State(st): State<Shared>, Path(id): Path<String>) -> Response {
+async fn model(State(st): State<Shared>, PathId(id): PathId) -> Result<Response, ApiError> {
     if id == st.model_name {
-        axum::Json(model_object(&st)).into_response()
+        Ok(Json(ModelObject::served(&st.model_name)).into_response())
     } else {
-        ApiError::unknown_model(&id, &st.model_name).into_response()
+        Err(ApiError::unknown_model(&id, &st.model_name))
     }
 }
 
-/// The body, at most `body_limit` bytes, read within `body_timeout`.
-async fn read_body(st: &AppState, body: Body) -> Result<Bytes, ApiError> {
-    match tokio::time::timeout(st.body_timeout, axum::body::to_bytes(body, st.body_limit)).await {
-        Err(_) => Err(ApiError {
-            status: StatusCode::REQUEST_TIMEOUT,
-            ..ApiError::bad_request("request body not received in time")
-        }),
-        Ok(Err(e)) => {
-            let too_large = std::error::Error::source(&e)
-                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
-            Err(if too_large {
-                ApiError::too_large(st.body_limit)
-            } else {
-                ApiError::bad_request(format!("could not read the request body: {e}"))
-            })
-        }
-        Ok(Ok(b)) => Ok(b),
+/// Counts a completion route's rejections by status (its successes are
+/// counted when the body or stream completes).
+async fn count_rejections(State(st): State<Shared>, req: Request, next: Next) -> Response {
+    let response = next.run(req).await;
+    let status = response.status();
+    let outcome = if status.is_success() {
+        None
+    } else if status == StatusCode::TOO_MANY_REQUESTS {
+        Some(Outcome::Busy)
+    } else if status.is_client_error() {
+        Some(Outcome::Invalid)
+    } else {
+        Some(Outcome::Error)
+    };
+    if let Some(o) = outcome {
+        st.metrics.request(o);
     }
-}
-
-/// Parses a JSON body, naming the field at fault.
-fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    let de = &mut serde_json::Deserializer::from_slice(bytes);
-    let v = serde_path_to_error::deserialize(de).map_err(from_json)?;
-    Ok(v)
+    response
 }
 
 async fn ask<T>(
@@ -168,7 +175,7 @@ async fn ask<T>(
     cmd: impl FnOnce(oneshot::Sender<T>) -> Command,
 ) -> Result<T, ApiError> {
     let (tx, rx) = oneshot::channel();
-    st.engine
+    st.worker
         .send(cmd(tx))
         .map_err(|_| ApiError::unavailable("the engine has stopped"))?;
     rx.await
@@ -184,42 +191,24 @@ fn check_model(st: &AppState, name: &Option<String>) -> Result<(), ApiError> {
     }
 }
 
-fn count(st: &AppState, r: &Result<Response, ApiError>) {
-    let o = match r {
-        Ok(_) => return, // counted when the stream or body completes
-        Err(e) if e.status == StatusCode::TOO_MANY_REQUESTS => Outcome::Busy,
-        Err(e) if e.status.is_client_error() => Outcome::Invalid,
-        Err(_) => Outcome::Error,
-    };
-    st.metrics.request(o);
+async fn chat_completions(
+    State(st): State<Shared>,
+    ApiJson(req): ApiJson<RequestBody>,
+) -> Result<Response, ApiError> {
+    check_model(&st, &req.model)?;
+    let seed = st.next_seed.fetch_add(1, Ordering::Relaxed);
+    let g = req.into_chat(seed)?;
+    run(st, Kind::Chat, vec![g]).await
 }
 
-async fn chat_completions(State(st): State<Shared>, body: Body) -> Response {
-    let r = async {
-        let bytes = read_body(&st, body).await?;
-        let req: RequestBody = parse(&bytes)?;
-        check_model(&st, &req.model)?;
-        let seed = st.next_seed.fetch_add(1, Ordering::Relaxed);
-        let g = req.into_chat(seed)?;
-        run(st.clone(), Kind::Chat, vec![g]).await
-    }
-    .await;
-    count(&st, &r);
-    r.unwrap_or_else(IntoResponse::into_response)
-}
-
-async fn completions(State(st): State<Shared>, body: Body) -> Response {
-    let r = async {
-        let bytes = read_body(&st, body).await?;
-        let req: RequestBody = parse(&bytes)?;
-        check_model(&st, &req.model)?;
-        let seed = st.next_seed.fetch_add(1, Ordering::Relaxed);
-        let gens = req.into_completions(seed)?;
-        run(st.clone(), Kind::Text, gens).await
-    }
-    .await;
-    count(&st, &r);
-    r.unwrap_or_else(IntoResponse::into_response)
+async fn completions(
+    State(st): State<Shared>,
+    ApiJson(req): ApiJson<RequestBody>,
+) -> Result<Response, ApiError> {
+    check_model(&st, &req.model)?;
+    let seed = st.next_seed.fetch_add(1, Ordering::Relaxed);
+    let gens = req.into_completions(seed)?;
+    run(st, Kind::Text, gens).await
 }
 
 /// Which response shape.
@@ -229,9 +218,9 @@ enum Kind {
     Text,
 }
 
-/// Tells the engine to drop a request unless disarmed (client gone, handler dropped).
+/// Tells the worker to drop a request unless disarmed (client gone, handler dropped).
 struct CancelGuard {
-    engine: std::sync::mpsc::Sender<Command>,
+    worker: std::sync::mpsc::Sender<Command>,
     ids: Vec<u64>,
 }
 
@@ -245,7 +234,7 @@ impl CancelGuard {
 impl Drop for CancelGuard {
     fn drop(&mut self) {
         for &id in &self.ids {
-            let _ = self.engine.send(Command::Cancel { id });
+            let _ = self.worker.send(Command::Cancel { id });
         }
     }
 }
@@ -279,7 +268,7 @@ async fn run(st: Shared, kind: Kind, gens: Vec<GenRequest>) -> Result<Response, 
     let include_usage = gens.first().is_some_and(|g| g.include_usage);
     let logprobs = gens.first().and_then(|g| g.logprobs);
     let mut guard = CancelGuard {
-        engine: st.engine.clone(),
+        worker: st.worker.clone(),
         ids: Vec::new(),
     };
     let mut subs = Vec::new();
@@ -334,29 +323,36 @@ impl Head {
         }
     }
 
-    fn wrap(&self, chunk: bool, choices: Value, usage: Option<Usage>) -> Value {
-        let mut v = json!({
-            "id": self.id,
-            "object": self.object(chunk),
-            "created": self.created,
-            "model": self.model,
-            "system_fingerprint": self.fingerprint,
-            "choices": choices,
-        });
-        if let Some(u) = usage {
-            v["usage"] = json!(u);
+    /// The response (or, with `chunk`, the streamed chunk) holding `choices`.
+    fn wrap(&self, chunk: bool, choices: Vec<Choice>, usage: Option<Usage>) -> Completion<'_> {
+        Completion {
+            choices,
+            created: self.created,
+            id: &self.id,
+            model: &self.model,
+            object: self.object(chunk),
+            system_fingerprint: &self.fingerprint,
+            usage,
         }
-        v
     }
 }
 
-/// One choice being assembled.
+/// How a choice ended, from its `Done` event.
+#[derive(Clone)]
+struct Ending {
+    finish: Finish,
+    digest: String,
+    audit_digest: String,
+    transcript_id: String,
+}
+
+/// One choice being assembled from its events.
 #[derive(Default)]
-struct Choice {
+struct Assembly {
     text: String,
     ids: Vec<u32>,
     logprobs: Vec<TokenLogprob>,
-    finish: Option<(Finish, String, String, String)>,
+    ending: Option<Ending>,
 }
 
 fn lossy(b: &[u8]) -> String {
@@ -365,22 +361,22 @@ fn lossy(b: &[u8]) -> String {
 
 fn token_logprob(bytes: &[u8], lp: f32, alts: &[Alternative]) -> TokenLogprob {
     TokenLogprob {
-        token: lossy(bytes),
-        logprob: lp,
         bytes: bytes.to_vec(),
+        logprob: f64::from(lp),
+        token: lossy(bytes),
         top_logprobs: alts
             .iter()
             .map(|a| TopLogprob {
-                token: lossy(&a.bytes),
-                logprob: a.logprob,
                 bytes: a.bytes.clone(),
+                logprob: f64::from(a.logprob),
+                token: lossy(&a.bytes),
             })
             .collect(),
     }
 }
 
-impl Choice {
-    /// Folds an event in; `Err` if the engine failed.
+impl Assembly {
+    /// Folds an event in; `Err` if the worker failed.
     fn apply(&mut self, ev: &Event) -> Result<(), ApiError> {
         match ev {
             Event::Token {
@@ -405,12 +401,12 @@ impl Choice {
                 ..
             } => {
                 self.text.push_str(text);
-                self.finish = Some((
-                    *finish,
-                    digest.clone(),
-                    audit_digest.clone(),
-                    transcript_id.clone(),
-                ));
+                self.ending = Some(Ending {
+                    finish: *finish,
+                    digest: digest.clone(),
+                    audit_digest: audit_digest.clone(),
+                    transcript_id: transcript_id.clone(),
+                });
             }
             Event::Failed(e) => return Err(e.clone()),
         }
@@ -425,50 +421,51 @@ fn event_choice(ev: &Event) -> Option<usize> {
     }
 }
 
-fn provenance(sub: &Submitted, c: &Choice) -> Provenance {
-    let (_, digest, audit, tid) =
-        c.finish
-            .clone()
-            .unwrap_or((Finish::Length, String::new(), String::new(), String::new()));
-    Provenance {
-        seed: sub.accepted.seed,
-        digest,
-        audit_digest: audit,
-        transcript_id: tid,
-        prompt_token_ids: sub.accepted.prompt_ids.clone(),
-        token_ids: c.ids.clone(),
-    }
-}
-
-fn logprobs_json(kind: Kind, c: &Choice, wanted: bool) -> Value {
-    if !wanted {
-        return Value::Null;
-    }
-    match kind {
-        Kind::Chat => json!({"content": c.logprobs}),
-        Kind::Text => json!({
-            "tokens": c.logprobs.iter().map(|l| &l.token).collect::<Vec<_>>(),
-            "token_logprobs": c.logprobs.iter().map(|l| l.logprob).collect::<Vec<_>>(),
-            "top_logprobs": c.logprobs.iter().map(|l| {
-                l.top_logprobs.iter().map(|t| (t.token.clone(), json!(t.logprob))).collect::<serde_json::Map<String, Value>>()
-            }).collect::<Vec<_>>(),
-        }),
-    }
-}
-
-fn choice_json(head: &Head, index: usize, sub: &Submitted, c: &Choice) -> Value {
-    let finish = c.finish.as_ref().map(|f| f.0.as_str());
-    let mut v = match head.kind {
-        Kind::Chat => json!({
-            "index": index,
-            "message": {"role": "assistant", "content": c.text},
-            "finish_reason": finish,
-        }),
-        Kind::Text => json!({"index": index, "text": c.text, "finish_reason": finish}),
+fn provenance(sub: &Submitted, c: &Assembly) -> Provenance {
+    let (digest, audit_digest, transcript_id) = match &c.ending {
+        Some(e) => (
+            e.digest.clone(),
+            e.audit_digest.clone(),
+            e.transcript_id.clone(),
+        ),
+        None => Default::default(),
     };
-    v["logprobs"] = logprobs_json(head.kind, c, head.logprobs.is_some());
-    v["detllm"] = json!(provenance(sub, c));
-    v
+    Provenance {
+        audit_digest,
+        digest,
+        prompt_token_ids: sub.accepted.prompt_ids.clone(),
+        seed: sub.accepted.seed,
+        token_ids: c.ids.clone(),
+        transcript_id,
+    }
+}
+
+/// Choice `index` of a whole response.
+fn whole_choice(head: &Head, index: usize, sub: &Submitted, c: &Assembly) -> Choice {
+    let chat = head.kind == Kind::Chat;
+    let text = c.text.clone();
+    Choice {
+        delta: None,
+        detllm: Some(provenance(sub, c)),
+        finish_reason: c.ending.as_ref().map(|e| e.finish.as_str()),
+        index,
+        logprobs: head.logprobs.map(|_| Logprobs::of(chat, &c.logprobs)),
+        message: chat.then(|| Message {
+            content: text.clone(),
+            role: Some("assistant"),
+        }),
+        text: (!chat).then_some(text),
+    }
+}
+
+/// `v` as JSON text (the response types always serialize: string keys only).
+fn json_text<T: Serialize>(v: &T) -> String {
+    serde_json::to_string(v).unwrap_or_default()
+}
+
+/// One server-sent event holding `v` as JSON.
+fn sse_json<T: Serialize>(v: &T) -> SseEvent {
+    SseEvent::default().data(json_text(v))
 }
 
 async fn collect_response(
@@ -477,11 +474,11 @@ async fn collect_response(
     mut subs: Vec<Submitted>,
     mut guard: CancelGuard,
 ) -> Result<Response, ApiError> {
-    let mut all: Vec<Vec<Choice>> = Vec::new();
+    let mut all: Vec<Vec<Assembly>> = Vec::new();
     let mut usage = Usage::default();
     for sub in &mut subs {
-        let mut choices: Vec<Choice> = (0..sub.n).map(|_| Choice::default()).collect();
-        while choices.iter().any(|c| c.finish.is_none()) {
+        let mut choices: Vec<Assembly> = (0..sub.n).map(|_| Assembly::default()).collect();
+        while choices.iter().any(|c| c.ending.is_none()) {
             let ev = sub
                 .events
                 .recv()
@@ -505,23 +502,23 @@ async fn collect_response(
     let mut out = Vec::new();
     for (sub, choices) in subs.iter().zip(&all) {
         for c in choices {
-            out.push(choice_json(&head, out.len(), sub, c));
+            out.push(whole_choice(&head, out.len(), sub, c));
         }
     }
     guard.disarm(); // every request finished: nothing to cancel
     st.metrics.request(Outcome::Ok);
-    Ok(axum::Json(head.wrap(false, Value::Array(out), Some(usage))).into_response())
+    Ok(Json(head.wrap(false, out, Some(usage))).into_response())
 }
 
-/// One streamed chunk for `index`; the last one of a choice carries its
-/// `detllm` provenance (`prov`).
-fn delta_chunk(
+/// The streamed choice of one event for choice `index` (`None` for a
+/// failure); a choice's last chunk carries its provenance (`prov`).
+fn chunk_choice(
     head: &Head,
     index: usize,
     ev: &Event,
     first: bool,
-    prov: Option<Value>,
-) -> Option<Value> {
+    prov: Option<Provenance>,
+) -> Option<Choice> {
     let (text, lp, finish) = match ev {
         Event::Token {
             bytes,
@@ -536,31 +533,19 @@ fn delta_chunk(
         Event::Done { finish, text, .. } => (text.clone(), None, Some(finish.as_str())),
         Event::Failed(_) => return None,
     };
-    let logprobs = match (&lp, head.kind) {
-        (None, _) => Value::Null,
-        (Some(l), Kind::Chat) => json!({"content": [l]}),
-        (Some(l), Kind::Text) => json!({
-            "tokens": [l.token], "token_logprobs": [l.logprob],
-            "top_logprobs": [l.top_logprobs.iter().map(|t| (t.token.clone(), json!(t.logprob))).collect::<serde_json::Map<String, Value>>()],
+    let chat = head.kind == Kind::Chat;
+    Some(Choice {
+        delta: chat.then(|| Message {
+            content: text.clone(),
+            role: first.then_some("assistant"),
         }),
-    };
-    let choice = match head.kind {
-        Kind::Chat => {
-            let mut delta = json!({"content": text});
-            if first {
-                delta["role"] = json!("assistant");
-            }
-            json!({"index": index, "delta": delta, "logprobs": logprobs, "finish_reason": finish})
-        }
-        Kind::Text => {
-            json!({"index": index, "text": text, "logprobs": logprobs, "finish_reason": finish})
-        }
-    };
-    let mut choice = choice;
-    if let Some(p) = prov {
-        choice["detllm"] = p;
-    }
-    Some(head.wrap(true, json!([choice]), None))
+        detllm: prov,
+        finish_reason: finish,
+        index,
+        logprobs: lp.map(|l| Logprobs::of(chat, &[l])),
+        message: None,
+        text: (!chat).then_some(text),
+    })
 }
 
 fn stream_response(
@@ -579,7 +564,7 @@ fn stream_response(
         for mut sub in subs {
             let mut open = sub.n;
             let mut started = vec![false; sub.n];
-            let mut choices: Vec<Choice> = (0..sub.n).map(|_| Choice::default()).collect();
+            let mut choices: Vec<Assembly> = (0..sub.n).map(|_| Assembly::default()).collect();
             usage.prompt_tokens += sub.accepted.prompt_ids.len();
             while open > 0 {
                 let Some(ev) = sub.events.recv().await else {
@@ -587,7 +572,7 @@ fn stream_response(
                     break;
                 };
                 if let Event::Failed(e) = &ev {
-                    let _ = tx.send(Ok(SseEvent::default().data(e.body().to_string())));
+                    let _ = tx.send(Ok(sse_json(&e.body())));
                     ok = false;
                     break;
                 }
@@ -602,15 +587,15 @@ fn stream_response(
                     }
                     Event::Done { .. } => {
                         open -= 1;
-                        Some(json!(provenance(&sub, &choices[i])))
+                        Some(provenance(&sub, &choices[i]))
                     }
                     Event::Failed(_) => None,
                 };
                 let first = !started[i];
                 started[i] = true;
-                if let Some(v) = delta_chunk(&head, base + i, &ev, first, prov)
+                if let Some(c) = chunk_choice(&head, base + i, &ev, first, prov)
                     && tx
-                        .send(Ok(SseEvent::default().data(v.to_string())))
+                        .send(Ok(sse_json(&head.wrap(true, vec![c], None))))
                         .is_err()
                 {
                     return; // client gone: the guard cancels
@@ -623,8 +608,8 @@ fn stream_response(
         }
         usage.total_tokens = usage.prompt_tokens + usage.completion_tokens;
         if ok && include_usage {
-            let v = head.wrap(true, json!([]), Some(usage));
-            let _ = tx.send(Ok(SseEvent::default().data(v.to_string())));
+            let last = head.wrap(true, Vec::new(), Some(usage));
+            let _ = tx.send(Ok(sse_json(&last)));
         }
         let _ = tx.send(Ok(SseEvent::default().data("[DONE]")));
         st.metrics
@@ -636,62 +621,524 @@ fn stream_response(
     Sse::new(tokio_stream::wrappers::UnboundedReceiverStream::new(rx)).into_response()
 }
 
-async fn tokenize(State(st): State<Shared>, body: Body) -> Response {
-    let r = async {
-        let bytes = read_body(&st, body).await?;
-        #[derive(serde::Deserialize)]
-        struct Req {
-            content: String,
-            #[serde(default = "yes")]
-            add_special: bool,
-        }
-        fn yes() -> bool {
-            true
-        }
-        let req: Req = parse(&bytes)?;
-        let ids = ask(&st, |reply| Command::Tokenize {
-            text: req.content,
-            special: req.add_special,
-            reply,
-        })
-        .await??;
-        Ok::<_, ApiError>(axum::Json(json!({"tokens": ids})).into_response())
-    }
-    .await;
-    r.unwrap_or_else(IntoResponse::into_response)
+async fn tokenize(
+    State(st): State<Shared>,
+    ApiJson(req): ApiJson<TokenizeRequest>,
+) -> Result<Json<Tokens>, ApiError> {
+    let tokens = ask(&st, |reply| Command::Tokenize {
+        text: req.content,
+        special: req.add_special,
+        reply,
+    })
+    .await??;
+    Ok(Json(Tokens { tokens }))
 }
 
-async fn detokenize(State(st): State<Shared>, body: Body) -> Response {
-    let r = async {
-        let bytes = read_body(&st, body).await?;
-        #[derive(serde::Deserialize)]
-        struct Req {
-            tokens: Vec<u32>,
-        }
-        let req: Req = parse(&bytes)?;
-        let text = ask(&st, |reply| Command::Detokenize {
-            tokens: req.tokens,
-            reply,
-        })
-        .await??;
-        Ok::<_, ApiError>(axum::Json(json!({"content": text})).into_response())
-    }
-    .await;
-    r.unwrap_or_else(IntoResponse::into_response)
+async fn detokenize(
+    State(st): State<Shared>,
+    ApiJson(req): ApiJson<DetokenizeRequest>,
+) -> Result<Json<Detokenized>, ApiError> {
+    let content = ask(&st, |reply| Command::Detokenize {
+        tokens: req.tokens,
+        reply,
+    })
+    .await??;
+    Ok(Json(Detokenized { content }))
 }
 
-async fn transcript(State(st): State<Shared>, Path(id): Path<String>) -> Response {
-    match ask(&st, |reply| Command::Transcript {
+async fn transcript(State(st): State<Shared>, PathId(id): PathId) -> Result<Response, ApiError> {
+    let kept = ask(&st, |reply| Command::Transcript {
         id: id.clone(),
         reply,
     })
-    .await
-    {
-        Ok(Some(v)) => axum::Json(v).into_response(),
-        Ok(None) => ApiError::not_found(format!(
+    .await?;
+    match kept {
+        // The bytes `detllm generate --transcript` would write.
+        Some(text) => Ok(([(header::CONTENT_TYPE, "application/json")], text).into_response()),
+        None => Err(ApiError::not_found(format!(
             "no transcript {id} (kept for the most recent responses only)"
-        ))
-        .into_response(),
-        Err(e) => e.into_response(),
+        ))),
+    }
+}
+
+/// The router in process (`tower::ServiceExt::oneshot`, no socket) over a
+/// worker running the synthetic model (`SynthSpec::TINY`; its stand-in
+/// vocabulary has one token, id 0, and encodes no text): every bad-input
+/// case of docs/SERVER.md's error table gets its status, `error.type`,
+/// `error.param` (and `code`), and a good request is served.
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::serve::{ServeArgs, app_state, metrics::Metrics, worker, worker_config};
+    use axum::body::Body;
+    use axum::http::HeaderMap;
+    use clap::Parser;
+    use detllm::model::synth::{SynthSpec, synth_vec};
+    use serde_json::{Value, json};
+    use std::path::PathBuf;
+    use std::sync::OnceLock;
+    use tower::ServiceExt;
+
+    #[derive(Parser)]
+    struct Flags {
+        #[command(flatten)]
+        serve: ServeArgs,
+    }
+
+    /// The synthetic model, written once per test process.
+    fn synth_model() -> &'static PathBuf {
+        static PATH: OnceLock<PathBuf> = OnceLock::new();
+        PATH.get_or_init(|| {
+            let dir = std::env::temp_dir().join(format!("detllm-router-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).expect("temp dir");
+            let path = dir.join("synth.gguf");
+            let bytes = synth_vec(&SynthSpec::TINY).expect("synthetic model");
+            std::fs::write(&path, bytes).expect("write the synthetic model");
+            path
+        })
+    }
+
+    /// The router of `detllm serve --model SYNTH FLAGS…` (`--ctx 64` unless
+    /// given) with its own worker thread.
+    fn app(flags: &[&str]) -> Router {
+        let model = synth_model().to_str().expect("UTF-8 temp path");
+        let mut argv = vec!["serve", "--model", model];
+        if !flags.contains(&"--ctx") {
+            argv.extend(["--ctx", "64"]);
+        }
+        argv.extend_from_slice(flags);
+        let args = Flags::try_parse_from(argv).expect("flags").serve;
+        let metrics = Arc::new(Metrics::default());
+        let (commands, received) = std::sync::mpsc::channel();
+        let cfg = worker_config(&args).expect("worker config");
+        let loaded = worker::start(cfg, received, metrics.clone()).expect("worker");
+        router(Arc::new(app_state(&args, commands, metrics, &loaded)))
+    }
+
+    /// One request through the router: status, headers, body text.
+    async fn send(
+        app: &Router,
+        method: &str,
+        path: &str,
+        body: Body,
+        headers: &[(&str, &str)],
+    ) -> (StatusCode, HeaderMap, String) {
+        let mut req = Request::builder().method(method).uri(path);
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let req = req.body(body).expect("request");
+        let r = app.clone().oneshot(req).await.expect("infallible");
+        let (parts, body) = r.into_parts();
+        let bytes = axum::body::to_bytes(body, usize::MAX).await.expect("body");
+        (parts.status, parts.headers, lossy(&bytes))
+    }
+
+    async fn post(app: &Router, path: &str, body: &str) -> (StatusCode, Value) {
+        let (status, _, text) = send(app, "POST", path, Body::from(body.to_string()), &[]).await;
+        let v = serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text}"));
+        (status, v)
+    }
+
+    /// Asserts `v` is an OpenAI error of `kind` naming `param` (and `code`).
+    fn assert_error(v: &Value, kind: &str, param: Option<&str>, code: Option<&str>, what: &str) {
+        let e = &v["error"];
+        assert!(
+            e["message"].as_str().is_some_and(|m| !m.is_empty()),
+            "{what}: {v}"
+        );
+        assert_eq!(e["type"], kind, "{what}: {v}");
+        assert_eq!(e["param"], json!(param), "{what}: {v}");
+        assert_eq!(e["code"], json!(code), "{what}: {v}");
+    }
+
+    const CHAT: &str = "/v1/chat/completions";
+    const TEXT: &str = "/v1/completions";
+    const INVALID: &str = "invalid_request_error";
+
+    /// A bad request and its answer: `(route, body, status, param, code)`.
+    type Case = (
+        &'static str,
+        String,
+        u16,
+        Option<&'static str>,
+        Option<&'static str>,
+    );
+
+    /// Every bad request of the error table.
+    fn bad_requests() -> Vec<Case> {
+        let m = json!([{"role": "user", "content": "hi"}]);
+        let chat = |extra: Value| {
+            let mut b = json!({"messages": m});
+            for (k, v) in extra.as_object().expect("object") {
+                b[k] = v.clone();
+            }
+            b.to_string()
+        };
+        let text = |b: Value| b.to_string();
+        vec![
+            (CHAT, "{bad json".into(), 400, None, None),
+            (CHAT, "[]".into(), 400, None, None),
+            (CHAT, "".into(), 400, None, None),
+            (
+                CHAT,
+                json!({"messages": "x"}).to_string(),
+                400,
+                Some("messages"),
+                None,
+            ),
+            (
+                CHAT,
+                json!({"messages": []}).to_string(),
+                400,
+                Some("messages"),
+                None,
+            ),
+            (CHAT, json!({}).to_string(), 400, Some("messages"), None),
+            (
+                CHAT,
+                json!({"messages": [{"role": "robot", "content": "x"}]}).to_string(),
+                400,
+                Some("messages"),
+                None,
+            ),
+            (
+                CHAT,
+                json!({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})
+                    .to_string(),
+                400,
+                Some("messages"),
+                None,
+            ),
+            // The stand-in vocabulary encodes no text.
+            (CHAT, chat(json!({})), 400, Some("prompt"), None),
+            (
+                CHAT,
+                chat(json!({"temperature": "hot"})),
+                400,
+                Some("temperature"),
+                None,
+            ),
+            (
+                CHAT,
+                chat(json!({"temperature": -1})),
+                400,
+                Some("temperature"),
+                None,
+            ),
+            (CHAT, chat(json!({"top_p": 2})), 400, Some("top_p"), None),
+            (CHAT, chat(json!({"top_k": "x"})), 400, Some("top_k"), None),
+            (CHAT, chat(json!({"min_p": 1.5})), 400, Some("min_p"), None),
+            (
+                CHAT,
+                chat(json!({"repeat_penalty": 0})),
+                400,
+                Some("repeat_penalty"),
+                None,
+            ),
+            (
+                CHAT,
+                chat(json!({"max_tokens": 0})),
+                400,
+                Some("max_tokens"),
+                None,
+            ),
+            (
+                CHAT,
+                chat(json!({"max_tokens": "many"})),
+                400,
+                Some("max_tokens"),
+                None,
+            ),
+            (CHAT, chat(json!({"n": 99})), 400, Some("n"), None),
+            (CHAT, chat(json!({"n": 0})), 400, Some("n"), None),
+            (
+                CHAT,
+                chat(json!({"top_logprobs": 3})),
+                400,
+                Some("top_logprobs"),
+                None,
+            ),
+            (
+                CHAT,
+                chat(json!({"logprobs": true, "top_logprobs": 21})),
+                400,
+                Some("top_logprobs"),
+                None,
+            ),
+            (
+                CHAT,
+                chat(json!({"logprobs": 3})),
+                400,
+                Some("logprobs"),
+                None,
+            ),
+            (
+                CHAT,
+                chat(json!({"stop": ["a", "b", "c", "d", "e"]})),
+                400,
+                Some("stop"),
+                None,
+            ),
+            (CHAT, chat(json!({"stop": ""})), 400, Some("stop"), None),
+            (CHAT, chat(json!({"seed": -5})), 400, Some("seed"), None),
+            (
+                CHAT,
+                chat(json!({"presence_penalty": 0.5})),
+                400,
+                Some("presence_penalty"),
+                None,
+            ),
+            (
+                CHAT,
+                chat(json!({"frequency_penalty": 1})),
+                400,
+                Some("frequency_penalty"),
+                None,
+            ),
+            (
+                CHAT,
+                chat(json!({"stream": "yes"})),
+                400,
+                Some("stream"),
+                None,
+            ),
+            (
+                CHAT,
+                chat(json!({"model": "gpt-4o"})),
+                404,
+                Some("model"),
+                Some("model_not_found"),
+            ),
+            (
+                TEXT,
+                text(json!({"max_tokens": 5})),
+                400,
+                Some("prompt"),
+                None,
+            ),
+            (
+                TEXT,
+                text(json!({"prompt": [0, 0, 999999]})),
+                400,
+                Some("prompt"),
+                None,
+            ),
+            (TEXT, text(json!({"prompt": []})), 400, Some("prompt"), None),
+            (
+                TEXT,
+                text(json!({"prompt": {"a": 1}})),
+                400,
+                Some("prompt"),
+                None,
+            ),
+            (
+                TEXT,
+                text(json!({"prompt": [0], "max_tokens": 100000})),
+                400,
+                Some("max_tokens"),
+                None,
+            ),
+            (
+                TEXT,
+                text(json!({"prompt": [[0], [0], [0]], "n": 3})),
+                400,
+                Some("n"),
+                None,
+            ),
+            (
+                TEXT,
+                text(json!({"prompt": [0], "logprobs": true})),
+                400,
+                Some("logprobs"),
+                None,
+            ),
+            (
+                TEXT,
+                text(json!({"prompt": [0], "logprobs": 21})),
+                400,
+                Some("logprobs"),
+                None,
+            ),
+            (
+                TEXT,
+                text(json!({"prompt": [0], "echo": true})),
+                400,
+                Some("echo"),
+                None,
+            ),
+            (
+                TEXT,
+                text(json!({"prompt": [0], "suffix": "x"})),
+                400,
+                Some("suffix"),
+                None,
+            ),
+            ("/v1/nope", "{}".into(), 404, None, None),
+            (
+                "/tokenize",
+                json!({"content": 5}).to_string(),
+                400,
+                Some("content"),
+                None,
+            ),
+            (
+                "/tokenize",
+                json!({"content": "hi"}).to_string(),
+                400,
+                Some("prompt"),
+                None,
+            ),
+            (
+                "/detokenize",
+                json!({"tokens": [999999]}).to_string(),
+                400,
+                Some("tokens"),
+                None,
+            ),
+            (
+                "/detokenize",
+                json!({"tokens": "x"}).to_string(),
+                400,
+                Some("tokens"),
+                None,
+            ),
+        ]
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_bad_request_gets_its_status_type_and_param() {
+        let app = app(&[]);
+        let cases = bad_requests();
+        for (path, body, status, param, code) in &cases {
+            let (got, v) = post(&app, path, body).await;
+            let what = format!("{path} {body}");
+            assert_eq!(got.as_u16(), *status, "{what}: {v}");
+            assert_error(&v, INVALID, *param, *code, &what);
+        }
+        // Counted as invalid: each rejection on a completion route.
+        let counted = cases
+            .iter()
+            .filter(|(p, ..)| *p == CHAT || *p == TEXT)
+            .count();
+        let (_, _, metrics) = send(&app, "GET", "/metrics", Body::empty(), &[]).await;
+        let line = format!("detllm_requests_total{{outcome=\"invalid\"}} {counted}");
+        assert!(metrics.lines().any(|l| l == line), "{line}\n{metrics}");
+        // Still serving.
+        let (status, _, _) = send(&app, "GET", "/health", Body::empty(), &[]).await;
+        assert_eq!(status, StatusCode::OK);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn wrong_method_unknown_model_and_transcript_are_json_errors() {
+        let app = app(&[]);
+        let (status, _, text) = send(&app, "GET", CHAT, Body::empty(), &[]).await;
+        assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+        let v: Value = serde_json::from_str(&text).expect("JSON");
+        assert_error(&v, INVALID, None, None, "GET chat");
+        let (status, _, text) = send(&app, "GET", "/v1/models/gpt-4o", Body::empty(), &[]).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        let v: Value = serde_json::from_str(&text).expect("JSON");
+        assert_error(&v, INVALID, Some("model"), Some("model_not_found"), "model");
+        let (status, _, text) = send(&app, "GET", "/v1/transcripts/00", Body::empty(), &[]).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        let v: Value = serde_json::from_str(&text).expect("JSON");
+        assert_error(&v, INVALID, None, None, "transcript");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn body_limits_are_413_and_408() {
+        let app = app(&["--max-body", "64", "--timeout", "1"]);
+        let big = format!("{{\"prompt\": [0], \"pad\": \"{}\"}}", "x".repeat(100));
+        let (status, v) = post(&app, TEXT, &big).await;
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{v}");
+        assert_error(&v, INVALID, None, None, "413");
+        // A body that never ends.
+        let stalled = Body::from_stream(tokio_stream::pending::<Result<Vec<u8>, Infallible>>());
+        let (status, _, text) = send(&app, "POST", TEXT, stalled, &[]).await;
+        assert_eq!(status, StatusCode::REQUEST_TIMEOUT, "{text}");
+        let v: Value = serde_json::from_str(&text).expect("JSON");
+        assert_error(&v, INVALID, None, None, "408");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_api_key_guards_every_route_but_health() {
+        let app = app(&["--api-key", "sesame"]);
+        let (status, _, _) = send(&app, "GET", "/health", Body::empty(), &[]).await;
+        assert_eq!(status, StatusCode::OK);
+        for (method, path) in [("GET", "/v1/models"), ("GET", "/metrics"), ("POST", TEXT)] {
+            let (status, _, text) = send(
+                &app,
+                method,
+                path,
+                Body::empty(),
+                &[("authorization", "Bearer no")],
+            )
+            .await;
+            assert_eq!(status, StatusCode::UNAUTHORIZED, "{path}");
+            let v: Value = serde_json::from_str(&text).expect("JSON");
+            assert_error(&v, INVALID, None, Some("invalid_api_key"), path);
+        }
+        let auth = [("authorization", "Bearer sesame")];
+        let (status, _, _) = send(&app, "GET", "/v1/models", Body::empty(), &auth).await;
+        assert_eq!(status, StatusCode::OK);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_full_queue_is_429_with_retry_after() {
+        let app = app(&["--max-seqs", "1", "--max-queue", "0", "--ctx", "4096"]);
+        // A long stream holds the one slot while the second request comes.
+        let long = json!({"prompt": [0], "max_tokens": 4000, "stream": true}).to_string();
+        let (status, _, body) = {
+            let req = Request::builder()
+                .method("POST")
+                .uri(TEXT)
+                .body(Body::from(long))
+                .expect("request");
+            let r = app.clone().oneshot(req).await.expect("infallible");
+            (r.status(), (), r.into_body())
+        };
+        assert_eq!(status, StatusCode::OK);
+        let short = json!({"prompt": [0], "max_tokens": 1}).to_string();
+        let (status, headers, text) = send(&app, "POST", TEXT, Body::from(short), &[]).await;
+        drop(body); // the client goes away: the stream is cancelled
+        assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{text}");
+        assert_eq!(
+            headers.get(header::RETRY_AFTER).map(|v| v.as_bytes()),
+            Some(&b"1"[..])
+        );
+        let v: Value = serde_json::from_str(&text).expect("JSON");
+        assert_error(
+            &v,
+            "rate_limit_error",
+            None,
+            Some("rate_limit_exceeded"),
+            "429",
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_good_request_is_served_with_its_transcript() {
+        let app = app(&[]);
+        let body = json!({"prompt": [0, 0], "max_tokens": 3, "temperature": 0, "logprobs": 2});
+        let (status, v) = post(&app, TEXT, &body.to_string()).await;
+        assert_eq!(status, StatusCode::OK, "{v}");
+        assert_eq!(v["object"], "text_completion");
+        let c = &v["choices"][0];
+        assert_eq!(c["finish_reason"], "length");
+        assert_eq!(c["detllm"]["token_ids"].as_array().map(Vec::len), Some(3));
+        assert_eq!(
+            c["logprobs"]["token_logprobs"].as_array().map(Vec::len),
+            Some(3)
+        );
+        assert_eq!(v["usage"]["total_tokens"], 5);
+        let id = c["detllm"]["transcript_id"].as_str().expect("id");
+        let path = format!("/v1/transcripts/{id}");
+        let (status, headers, text) = send(&app, "GET", &path, Body::empty(), &[]).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(headers[header::CONTENT_TYPE], "application/json");
+        let t = crate::transcript::parse(&text).expect("a transcript");
+        assert_eq!(t.prompt_ids, [0, 0]);
+        assert_eq!(t.final_digest, id);
     }
 }

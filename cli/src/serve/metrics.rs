@@ -1,6 +1,6 @@
 //! `GET /metrics`: counters and gauges in the Prometheus text format (0.0.4).
 //!
-//! Written by the HTTP handlers (requests by outcome) and the engine thread
+//! Written by the HTTP handlers (requests by outcome) and the worker thread
 //! (tokens, queue, sequences, KV pages, prefix-cache hits, preemptions, step
 //! times); all are relaxed atomics, read once per scrape.
 

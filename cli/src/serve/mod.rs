@@ -1,14 +1,23 @@
 //! `detllm serve`: an OpenAI-compatible HTTP server over the library's
 //! continuous-batching scheduler.
 //!
-//! Layout: [`api`] (request and response shapes, validation), [`http`]
-//! (routes, streaming, API key), [`engine`] (the thread that owns the model,
-//! the engine and the scheduler and runs steps), [`protocol`] (what the two
-//! say to each other), [`text`] (stop strings and UTF-8 across tokens),
-//! [`metrics`] (Prometheus text), [`error`] (OpenAI-style JSON errors).
+//! Layout: [`api`] (typed request and response shapes, validation),
+//! [`extract`] (typed bodies and paths), [`http`] (routes, streaming, API
+//! key), [`worker`] (the thread that owns the model, the engine and the
+//! scheduler and runs steps), [`protocol`] (what the two say to each
+//! other), [`text`] (stop strings and UTF-8 across tokens), [`metrics`]
+//! (Prometheus text), [`error`] (OpenAI-style JSON errors, the one
+//! rejection type).
+//!
+//! Shutdown: on SIGTERM or Ctrl-C (SIGINT) the server stops accepting (the
+//! listening socket is closed, so new connections are refused), lets every
+//! in-flight request and stream finish — the worker keeps stepping their
+//! completions — and exits 0; if they have not finished within
+//! `--drain-timeout` seconds, or a second signal comes, it exits 1 without
+//! waiting further. `cli/tests/serve.rs` sends SIGTERM mid-stream and checks it.
 //!
 //! The guarantee: a response is a function of (model, request, seed) — the
-//! scheduler decides every step on the engine thread, and the library makes
+//! scheduler decides every step on the worker thread, and the library makes
 //! each sequence's logits independent of what shares its step, how its
 //! prompt was chunked, the prefix cache, preemption and the thread count.
 //! `docs/SERVER.md` documents every endpoint and the guarantee's limits.
@@ -16,14 +25,16 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
-pub mod engine;
 pub mod error;
+pub mod extract;
 pub mod http;
 pub mod metrics;
 pub mod protocol;
 pub mod text;
+pub mod worker;
 
 use crate::error::{CliError, CliResult};
+use hyper_util::server::graceful::GracefulShutdown;
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -68,6 +79,10 @@ pub struct ServeArgs {
     /// Most open connections.
     #[arg(long, default_value_t = 256)]
     pub max_connections: usize,
+    /// Seconds to let in-flight requests finish after SIGTERM or Ctrl-C
+    /// (exit 0 if they do, 1 if the time runs out).
+    #[arg(long, default_value_t = 30)]
+    pub drain_timeout: u64,
 }
 
 /// Parses `256M`, `1G`, `65536K`, `1000000` (bytes).
@@ -82,33 +97,50 @@ pub fn parse_size(s: &str) -> Option<usize> {
     num.trim().parse::<usize>().ok()?.checked_mul(mult)
 }
 
-/// Runs the server until interrupted.
+/// Runs the server until SIGTERM or Ctrl-C, then drains (module docs).
 pub fn run(args: ServeArgs) -> CliResult<ExitCode> {
     let addr: SocketAddr = format!("{}:{}", args.host, args.port)
         .parse()
         .map_err(|_| CliError::Usage("--host must be an IP address (e.g. 127.0.0.1 or ::1)"))?;
+    let metrics = Arc::new(metrics::Metrics::default());
+    let (cmd_tx, cmd_rx) = std::sync::mpsc::channel();
+    let loaded = worker::start(worker_config(&args)?, cmd_rx, metrics.clone())?;
+    let state = Arc::new(app_state(&args, cmd_tx, metrics, &loaded));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(CliError::Io)?;
+    rt.block_on(serve(addr, state, &args, &loaded))
+}
+
+/// What the worker thread is built for, from the flags.
+pub fn worker_config(args: &ServeArgs) -> CliResult<worker::WorkerConfig> {
     let kv_bytes = match &args.kv_mem {
         Some(s) => Some(parse_size(s).ok_or(CliError::Usage(
             "--kv-mem must be a size such as 512M or 2G",
         ))?),
         None => None,
     };
-    let metrics = Arc::new(metrics::Metrics::default());
-    let (cmd_tx, cmd_rx) = std::sync::mpsc::channel();
-    let loaded = engine::start(
-        engine::EngineConfig {
-            model: args.model.clone(),
-            max_seqs: args.max_seqs,
-            ctx: args.ctx,
-            kv_bytes,
-            step_tokens: args.step_tokens,
-            max_queue: args.max_queue,
-        },
-        cmd_rx,
-        metrics.clone(),
-    )?;
-    let state = Arc::new(http::AppState {
-        engine: cmd_tx,
+    Ok(worker::WorkerConfig {
+        model: args.model.clone(),
+        max_seqs: args.max_seqs,
+        ctx: args.ctx,
+        kv_bytes,
+        step_tokens: args.step_tokens,
+        max_queue: args.max_queue,
+    })
+}
+
+/// What the handlers share, for the model `loaded` by the worker behind `worker`.
+pub fn app_state(
+    args: &ServeArgs,
+    worker: std::sync::mpsc::Sender<protocol::Command>,
+    metrics: Arc<metrics::Metrics>,
+    loaded: &worker::Loaded,
+) -> http::AppState {
+    http::AppState {
+        worker,
         metrics,
         model_name: loaded.model_name.clone(),
         fingerprint: loaded.fingerprint.clone(),
@@ -118,14 +150,7 @@ pub fn run(args: ServeArgs) -> CliResult<ExitCode> {
         body_timeout: Duration::from_secs(args.timeout),
         next_seed: AtomicU64::new(random_seed()),
         next_id: AtomicU64::new(1),
-    });
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(CliError::Io)?;
-    rt.block_on(serve(addr, state, &args, &loaded))?;
-    Ok(ExitCode::SUCCESS)
+    }
 }
 
 /// A seed start no two server processes are likely to share.
@@ -134,12 +159,16 @@ fn random_seed() -> u64 {
     RandomState::new().hash_one(std::process::id()) >> 1
 }
 
+/// Serves connections on `addr` until a shutdown signal, then drains
+/// (module docs); the exit code says whether the drain finished.
 async fn serve(
     addr: SocketAddr,
     state: Arc<http::AppState>,
     args: &ServeArgs,
-    loaded: &engine::Loaded,
-) -> CliResult<()> {
+    loaded: &worker::Loaded,
+) -> CliResult<ExitCode> {
+    // Installed before the address is printed: a signal from then on drains.
+    let mut signals = Signals::install()?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(CliError::Io)?;
@@ -148,36 +177,107 @@ async fn serve(
         "detllm serve: {} ({}) on http://{local}  [{} sequences, context {}, KV {} pages]",
         loaded.model_name, loaded.fingerprint, args.max_seqs, args.ctx, loaded.kv_pages
     );
+    let connections = GracefulShutdown::new();
+    accept_until_signal(listener, &state, args, &connections, &mut signals).await?;
+    // The listener is closed: new connections are refused from here on.
+    state.ready.store(false, Ordering::Release);
+    let drain = Duration::from_secs(args.drain_timeout);
+    eprintln!(
+        "detllm serve: shutting down; draining {} open connections (at most {}s)",
+        connections.count(),
+        drain.as_secs()
+    );
+    tokio::select! {
+        () = connections.shutdown() => {
+            eprintln!("detllm serve: drained");
+            Ok(ExitCode::SUCCESS)
+        }
+        () = tokio::time::sleep(drain) => {
+            eprintln!("detllm serve: --drain-timeout passed with requests in flight; exiting");
+            Ok(ExitCode::from(1))
+        }
+        () = signals.next() => {
+            eprintln!("detllm serve: second signal; exiting without draining");
+            Ok(ExitCode::from(1))
+        }
+    }
+}
+
+/// Accepts connections (at most `--max-connections` open, each with the
+/// header timeout) and serves each under `connections`' watch, until a
+/// signal; the listener is dropped on return.
+async fn accept_until_signal(
+    listener: tokio::net::TcpListener,
+    state: &Arc<http::AppState>,
+    args: &ServeArgs,
+    connections: &GracefulShutdown,
+    signals: &mut Signals,
+) -> CliResult<()> {
     let app = http::router(state.clone());
     let slots = Arc::new(tokio::sync::Semaphore::new(args.max_connections.max(1)));
     let header_timeout = Duration::from_secs(args.timeout.max(1));
-    let shutdown = tokio::signal::ctrl_c();
-    tokio::pin!(shutdown);
     loop {
         let permit = tokio::select! {
             p = slots.clone().acquire_owned() => p.map_err(|_| CliError::Usage("connection limit closed"))?,
-            _ = &mut shutdown => break,
+            () = signals.next() => return Ok(()),
         };
         let (stream, _) = tokio::select! {
             a = listener.accept() => match a {
                 Ok(a) => a,
                 Err(_) => continue, // e.g. too many open files: try again
             },
-            _ = &mut shutdown => break,
+            () = signals.next() => return Ok(()),
         };
         let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let conn = hyper::server::conn::http1::Builder::new()
+            .timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(header_timeout)
+            .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+        let conn = connections.watch(conn);
         tokio::spawn(async move {
             let _permit = permit;
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(header_timeout)
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
             let _ = conn.await;
         });
     }
-    state.ready.store(false, Ordering::Release);
-    eprintln!("detllm serve: shutting down");
-    Ok(())
+}
+
+/// SIGTERM and SIGINT (Ctrl-C), listened for from [`Signals::install`] on.
+struct Signals {
+    #[cfg(unix)]
+    term: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    #[cfg(unix)]
+    fn install() -> CliResult<Signals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        Ok(Signals {
+            term: signal(SignalKind::terminate()).map_err(CliError::Io)?,
+            int: signal(SignalKind::interrupt()).map_err(CliError::Io)?,
+        })
+    }
+
+    #[cfg(not(unix))]
+    fn install() -> CliResult<Signals> {
+        Ok(Signals {})
+    }
+
+    /// The next signal.
+    #[cfg(unix)]
+    async fn next(&mut self) {
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
+    }
+
+    /// The next Ctrl-C.
+    #[cfg(not(unix))]
+    async fn next(&mut self) {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }
 
 #[cfg(test)]

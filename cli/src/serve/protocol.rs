@@ -1,8 +1,8 @@
-//! What the HTTP side and the engine thread say to each other.
+//! What the HTTP side and the worker thread say to each other.
 //!
 //! The HTTP handlers never touch the model: they send a [`Command`] and
 //! read [`Event`]s. Everything that decides what is computed stays on the
-//! engine thread (the library's scheduler), so the HTTP layer cannot change
+//! worker thread (the library's scheduler), so the HTTP layer cannot change
 //! an output.
 
 #![forbid(unsafe_code)]
@@ -88,7 +88,7 @@ pub enum Event {
     Failed(ApiError),
 }
 
-/// A request to the engine thread.
+/// A request to the worker thread.
 pub enum Command {
     /// Run a request; events go to `events`, the acceptance (or why not) to `reply`.
     Submit {
@@ -124,7 +124,7 @@ pub enum Command {
     Transcript {
         /// The transcript id.
         id: String,
-        /// The transcript JSON, if kept.
-        reply: oneshot::Sender<Option<serde_json::Value>>,
+        /// The transcript file's bytes (`transcript::to_text`), if kept.
+        reply: oneshot::Sender<Option<String>>,
     },
 }

@@ -1,6 +1,7 @@
-//! The engine thread: owns the model, the engine and the library's
+//! The worker thread: owns the model, the engine and the library's
 //! scheduler, turns commands into scheduler calls and scheduler events into
-//! per-request [`Event`]s.
+//! per-request [`Event`]s. (The library's engine, `detllm::model::Engine`,
+//! is one of the things it owns.)
 //!
 //! Everything that decides a token happens here, in the order the
 //! scheduler fixes; the HTTP side only formats. Stop strings are found here
@@ -19,6 +20,7 @@ use crate::error::{CliError, CliResult};
 use crate::model_file::{ModelFile, existing_model};
 use crate::output::hex;
 use crate::session::{MAX_PROMPT_BYTES, Pool};
+use crate::transcript::{self, ModelInfo};
 use detllm::audit::hash_logits;
 use detllm::gguf::File;
 use detllm::kv::{KvType, PagedCache};
@@ -27,7 +29,6 @@ use detllm::sample::SamplingParams;
 use detllm::sched::{self, FinishReason, RequestId, SchedConfig, Scheduler};
 use detllm::tokenizer::{Tokenizer, Workspace};
 use detllm::{Arena, F32};
-use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -43,9 +44,9 @@ const PREFIX_CACHE_ENTRIES: usize = 8;
 /// Finished transcripts kept for `GET /v1/transcripts/{id}`.
 const TRANSCRIPTS_KEPT: usize = 256;
 
-/// What the engine thread is built for.
+/// What the worker thread is built for.
 #[derive(Clone)]
-pub struct EngineConfig {
+pub struct WorkerConfig {
     /// Model path and worker threads.
     pub model: crate::args::ModelArgs,
     /// Completions running at once.
@@ -74,13 +75,13 @@ pub struct Loaded {
 /// Loads the model on a new thread and serves `commands` there; returns
 /// once the model is loaded (or failed to load).
 pub fn start(
-    cfg: EngineConfig,
+    cfg: WorkerConfig,
     commands: Receiver<Command>,
     metrics: Arc<Metrics>,
 ) -> CliResult<Loaded> {
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     std::thread::Builder::new()
-        .name("detllm-engine".into())
+        .name("detllm-worker".into())
         .spawn(move || match Runner::load(&cfg, metrics) {
             Ok(mut runner) => {
                 let _ = ready_tx.send(Ok(runner.loaded.clone()));
@@ -93,7 +94,7 @@ pub fn start(
         .map_err(CliError::Io)?;
     ready_rx
         .recv()
-        .map_err(|_| CliError::Usage("the engine thread stopped while loading the model"))?
+        .map_err(|_| CliError::Usage("the worker thread stopped while loading the model"))?
 }
 
 /// One running completion.
@@ -101,8 +102,10 @@ struct Choice {
     text: ChoiceText,
     /// SHA-256 over every logits row sampled from (the CLI's `digest`).
     rows: Sha256,
-    /// `(token, audit digest)` per step, for the transcript.
-    steps: Vec<(u32, [u8; 32])>,
+    /// Generated ids, for the transcript.
+    ids: Vec<u32>,
+    /// The audit chain's digest after each step, for the transcript.
+    digests: Vec<[u8; 32]>,
     /// Ended by a stop string: finish it before the next step.
     hit_stop: bool,
     /// Its `Finished` event came.
@@ -128,7 +131,7 @@ struct Runner {
     work: Workspace<'static>,
     pool: Pool,
     loaded: Loaded,
-    cfg: EngineConfig,
+    cfg: WorkerConfig,
     front: Front,
 }
 
@@ -139,12 +142,13 @@ struct Front {
     metrics: Arc<Metrics>,
     info: ModelInfo,
     live: HashMap<u64, Live>,
-    transcripts: VecDeque<(String, Value)>,
+    /// `(id, transcript text)` of the most recent choices.
+    transcripts: VecDeque<(String, String)>,
 }
 
 /// The engine limits for `cfg`: room for the running completions and the
 /// prefix cache's sequences, pages from `kv_bytes` or enough for all.
-fn limits(cfg: &EngineConfig, kv_bytes_per_page: usize) -> Limits {
+fn limits(cfg: &WorkerConfig, kv_bytes_per_page: usize) -> Limits {
     let max_seqs = cfg.max_seqs + PREFIX_CACHE_ENTRIES;
     let all = cfg.max_seqs * cfg.ctx.div_ceil(PAGE_SIZE);
     let n_pages = match cfg.kv_bytes {
@@ -162,7 +166,7 @@ fn limits(cfg: &EngineConfig, kv_bytes_per_page: usize) -> Limits {
     }
 }
 
-fn sched_config(cfg: &EngineConfig) -> SchedConfig {
+fn sched_config(cfg: &WorkerConfig) -> SchedConfig {
     SchedConfig {
         max_slots: cfg.max_seqs + cfg.max_queue,
         max_cached: PREFIX_CACHE_ENTRIES,
@@ -172,7 +176,7 @@ fn sched_config(cfg: &EngineConfig) -> SchedConfig {
 }
 
 impl Runner {
-    fn load(cfg: &EngineConfig, metrics: Arc<Metrics>) -> CliResult<Runner> {
+    fn load(cfg: &WorkerConfig, metrics: Arc<Metrics>) -> CliResult<Runner> {
         let path = existing_model(cfg.model.model.as_deref())?;
         let model: &'static ModelFile = Box::leak(Box::new(ModelFile::open_for_run(&path)?));
         let sha256 = model.sha256();
@@ -194,11 +198,7 @@ impl Runner {
         let work = Workspace::new(&mut arena, MAX_PROMPT_BYTES)?;
         let engine = Engine::<PagedCache>::new(weights, lim, &mut arena)?;
         let sched = Scheduler::new(engine, scfg, &mut arena)?;
-        let info = ModelInfo {
-            file: path.file_name().map(|f| f.to_string_lossy().into_owned()),
-            sha256: sha256.clone(),
-            cfg: *sched.engine().config(),
-        };
+        let info = ModelInfo::of(&path, sha256.clone(), &file, sched.engine().config());
         let model_name = path
             .file_name()
             .map(|f| f.to_string_lossy().trim_end_matches(".gguf").to_string())
@@ -399,7 +399,8 @@ impl Runner {
             .map(|_| Choice {
                 text: ChoiceText::new(req.stop.clone()),
                 rows: Sha256::new(),
-                steps: Vec::new(),
+                ids: Vec::new(),
+                digests: Vec::new(),
                 hit_stop: false,
                 done: false,
             })
@@ -507,13 +508,6 @@ impl Runner {
     }
 }
 
-/// What a transcript says about the model.
-struct ModelInfo {
-    file: Option<String>,
-    sha256: String,
-    cfg: detllm::model::Config,
-}
-
 fn f32_value(x: F32) -> f32 {
     f32::from_bits(x.to_bits())
 }
@@ -551,7 +545,8 @@ impl Front {
                 };
                 metrics.generated_tokens.fetch_add(1, Relaxed);
                 hash_logits(&mut c.rows, t.logits);
-                c.steps.push((t.token, t.digest));
+                c.ids.push(t.token);
+                c.digests.push(t.digest);
                 let bytes = tok.piece(t.token, false).unwrap_or(&[]).to_vec();
                 let eog = tok.is_eog(t.token);
                 let (text, stopped) = if eog {
@@ -599,7 +594,7 @@ impl Front {
                 let rest = c.text.finish();
                 let digest = hex(&c.rows.clone().finalize());
                 let audit = hex(&f.digest);
-                let transcript = transcript_json(info, l, f.index);
+                let transcript = transcript_text(info, l, f.index);
                 push_transcript(transcripts, audit.clone(), transcript);
                 let sent = l.events.send(Event::Done {
                     choice: f.index as usize,
@@ -615,7 +610,7 @@ impl Front {
     }
 }
 
-fn push_transcript(store: &mut VecDeque<(String, Value)>, id: String, t: Value) {
+fn push_transcript(store: &mut VecDeque<(String, String)>, id: String, t: String) {
     if store.iter().any(|(k, _)| *k == id) {
         return;
     }
@@ -625,45 +620,33 @@ fn push_transcript(store: &mut VecDeque<(String, Value)>, id: String, t: Value) 
     store.push_back((id, t));
 }
 
-fn f32_json(x: F32) -> Value {
-    json!({ "bits": format!("{:#010x}", x.to_bits()), "value": f32_value(x) })
-}
-
-/// The audit transcript (docs/TRANSCRIPT.md, format 1) of choice `index`.
-fn transcript_json(info: &ModelInfo, l: &Live, index: u32) -> Value {
+/// The audit transcript (docs/TRANSCRIPT.md) of choice `index`, as
+/// `detllm generate --transcript` writes it.
+fn transcript_text(info: &ModelInfo, l: &Live, index: u32) -> String {
     let Some(c) = l.choices.get(index as usize) else {
-        return Value::Null;
+        return String::new();
     };
-    let p = SamplingParams {
+    let params = SamplingParams {
         seed: l.params.seed.wrapping_add(u64::from(index)),
         ..l.params
     };
     // A stop string ended it early: the transcript runs exactly its steps.
     let max_tokens = if c.hit_stop {
-        c.steps.len()
+        c.ids.len()
     } else {
         l.max_tokens
     };
-    json!({
-        "format": 1,
-        "profile": detllm::PROFILE,
-        "crate_version": env!("CARGO_PKG_VERSION"),
-        "model": {
-            "file": info.file, "sha256": info.sha256,
-            "vocab_size": info.cfg.vocab_size, "dim": info.cfg.dim, "n_layers": info.cfg.n_layers,
+    transcript::to_text(
+        info,
+        &transcript::Run {
+            params: &params,
+            max_tokens,
+            prompt: &l.prompt_text,
+            prompt_ids: &l.prompt_ids,
+            ids: &c.ids,
+            digests: &c.digests,
         },
-        "sampling": {
-            "temperature": f32_json(p.temperature), "top_k": p.top_k,
-            "top_p": f32_json(p.top_p), "min_p": f32_json(p.min_p),
-            "repeat_penalty": f32_json(p.repeat_penalty),
-            "penalty_last_n": p.penalty_last_n, "seed": p.seed,
-        },
-        "max_tokens": max_tokens,
-        "prompt": l.prompt_text,
-        "prompt_ids": l.prompt_ids,
-        "steps": c.steps.iter().map(|(id, d)| json!({"id": id, "digest": hex(d)})).collect::<Vec<_>>(),
-        "final_digest": c.steps.last().map(|(_, d)| hex(d)),
-    })
+    )
 }
 
 /// Arena bytes for the model, tokenizer, encode workspace, engine and scheduler.
