@@ -21,8 +21,9 @@
 //! * [`simd`] — the expansion of its `multiversion!` macro (calls of the
 //!   `#[target_feature]` builds of a kernel body after the CPU level was
 //!   checked), invoked beside each kernel that has SIMD builds;
-//! * `quant::fast::x86` — the hand-written AVX2 / AVX-512 VNNI Q4_1, Q5_0 and
-//!   Q8_0 chunk kernels (x86-64 with `std`);
+//! * `quant::fast::x86` — the hand-written AVX2 / AVX-512 VNNI kernels of
+//!   the quantized matmul (`blocked`: Q4_1, Q5_0, Q8_0; `kquant`: Q4_K,
+//!   Q6_K; x86-64 with `std`);
 //! * `pool` — the `std` thread pool's region hand-off.
 //!
 //! ## Example: load a GGUF model into an arena and generate

@@ -7,14 +7,14 @@
 //!
 //! This module holds the portable drivers and chunk kernels; `x86` (x86-64
 //! with `std`) holds the hand-written AVX2 / AVX-512 VNNI chunk kernels (and
-//! `x86_kquant` the K-quant ones) that
+//! `x86::kquant` the K-quant ones) that
 //! the same drivers inline ("fused": the weight scales decoded on the fly),
-//! chosen by [`crate::simd::level`].
+//! chosen by `dispatch` for [`crate::simd::level`].
 //!
 //! | weights | [`KernelPath::Reference`] | `Portable` | `Auto` | `Avx2` |
 //! |---|---|---|---|---|
 //! | Q4_1, Q5_0, Q8_0 | `dot_row` | blocked, portable | blocked, widest fused build (VNNI, AVX2) or portable; on VNNI with at least [`WIDE_MIN_ROWS`] input rows, sixteen weight rows at a time ([`WIDE_GROUPS`] groups) | blocked, AVX2 fused build or portable |
-//! | Q4_K, Q5_K, Q6_K | `dot_row` | [`kquant`] row kernel, portable body | row kernel, widest build (AVX-512, AVX2; Q4_K and Q6_K: hand-written in `x86_kquant`, with several input rows four weight rows at a time — on AVX-512 VNNI sixteen (else four) weight rows against up to 32 input rows at a time) or portable | row kernel, AVX2 build (Q4_K and Q6_K likewise tiled, one input row at a time) or portable |
+//! | Q4_K, Q5_K, Q6_K | `dot_row` | [`kquant`] row kernel, portable body | row kernel, widest build (AVX-512, AVX2; Q4_K and Q6_K: hand-written in `x86::kquant`, with several input rows four weight rows at a time — on AVX-512 VNNI sixteen (else four) weight rows against up to 32 input rows at a time) or portable | row kernel, AVX2 build (Q4_K and Q6_K likewise tiled, one input row at a time) or portable |
 //! | any other | `dot_row` | `dot_row` | `dot_row` | `dot_row` |
 //!
 //! [`rows_kernel_with`] reports which of them ran ([`RowsRun`], with the rows
@@ -59,12 +59,13 @@ use super::fixed::{ExactAcc, f16_fixed, f16_nonfinite};
 use super::{QActs, QMatrix};
 use crate::F32;
 use crate::simd::Level;
+use dispatch::{KQuantKernels, Plan};
+use kquant::KTile;
 
+mod dispatch;
 pub mod kquant;
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
 mod x86;
-#[cfg(all(feature = "std", target_arch = "x86_64"))]
-mod x86_kquant;
 
 /// Weight rows the blocked kernels process together.
 pub const ROW_GROUP: usize = 4;
@@ -642,31 +643,12 @@ pub(crate) enum GroupKernel<K> {
     Fused(K),
 }
 
-/// The SIMD drivers for `ty` on `path` and the level they are built for,
-/// if there are any.
-fn simd_rows(ty: GgmlType, path: KernelPath) -> Option<(BlockedRowsFn, Level)> {
-    let widest = match path {
-        KernelPath::Auto => Level::Avx512Vnni,
-        KernelPath::Avx2 => Level::Avx2,
-        KernelPath::Reference | KernelPath::Portable => return None,
-    };
-    #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    {
-        x86::fused_rows(ty, widest)
-    }
-    #[cfg(not(all(feature = "std", target_arch = "x86_64")))]
-    {
-        let _ = (ty, widest);
-        None
-    }
-}
-
 /// The portable split kernel for `ty`, if the blocked kernel handles it.
-fn split_kernel(ty: GgmlType) -> Option<GroupKernel<NoFusedKernel>> {
+fn split_kernel(ty: GgmlType) -> Option<ChunkFn> {
     match ty {
-        GgmlType::Q4_1 => Some(GroupKernel::Split(chunk_q4_1)),
-        GgmlType::Q8_0 => Some(GroupKernel::Split(chunk_q8_0)),
-        GgmlType::Q5_0 => Some(GroupKernel::Split(chunk_q5_0)),
+        GgmlType::Q4_1 => Some(chunk_q4_1),
+        GgmlType::Q8_0 => Some(chunk_q8_0),
+        GgmlType::Q5_0 => Some(chunk_q5_0),
         _ => None,
     }
 }
@@ -686,17 +668,17 @@ pub fn rows_kernel_with(
     path: KernelPath,
 ) -> RowsRun {
     let m = x.rows().max(1);
-    let (blocked_rows, build, tiled_rows) = if path == KernelPath::Reference {
-        (0, Level::Portable, 0)
-    } else if let Some(kernels) = kquant::row_kernels(w.ty) {
-        kquant_rows(w, r0, x, out, path, kernels)
-    } else if let Some((f, level)) = simd_rows(w.ty, path) {
-        let (done, wide) = f(w, r0, x, out);
-        (done, level, wide)
-    } else if let Some(k) = split_kernel(w.ty) {
-        (blocked_rows(w, r0, x, out, k).0, Level::Portable, 0)
-    } else {
-        (0, Level::Portable, 0)
+    let (blocked_rows, build, tiled_rows) = match dispatch::plan(w.ty, path, crate::simd::level()) {
+        Plan::Reference => (0, Level::Portable, 0),
+        Plan::KQuant(kernels) => kquant_rows(w, r0, x, out, kernels),
+        Plan::Fused(f, level) => {
+            let (done, wide) = f(w, r0, x, out);
+            (done, level, wide)
+        }
+        Plan::Split(f) => {
+            let k = GroupKernel::<NoFusedKernel>::Split(f);
+            (blocked_rows(w, r0, x, out, k).0, Level::Portable, 0)
+        }
     };
     for (i, cells) in out.chunks_mut(m).enumerate().skip(blocked_rows) {
         let row = w.row(r0 + i);
@@ -719,30 +701,28 @@ pub fn rows_kernel_with(
     }
 }
 
-/// Every row of a Q4_K / Q5_K / Q6_K matrix through `path`'s build of its
-/// [`kquant`] row kernel (`body` and its `[AVX-512, AVX2]` builds; cells
-/// whose rows do not have the expected lengths through [`dot_row`], which
-/// reports them), whole tiles of [`kquant::TILE`] weight rows first through
-/// a tile kernel where there is one and several input rows
-/// ([`kquant_tiles`]); returns `(rows done, build, rows done by the tile
-/// kernel)`. The build is [`Level::Avx512Vnni`] when the VNNI tile
-/// (`Auto` on a CPU with it) did a tile.
+/// Every row of a Q4_K / Q5_K / Q6_K matrix through the [`kquant`] row
+/// kernel `row` (cells whose rows do not have the expected lengths through
+/// [`dot_row`], which reports them), whole tiles of [`kquant::TILE`] weight
+/// rows first through the tile kernel where there is one and several input
+/// rows ([`kquant_tiles`]); returns `(rows done, build, rows done by the
+/// tile kernel)`. The build is the row kernel's, or [`Level::Avx512Vnni`]
+/// when the VNNI tile did a tile.
 fn kquant_rows(
     w: &QMatrix<'_>,
     r0: usize,
     x: &QActs<'_>,
     out: &mut [F32],
-    path: KernelPath,
-    (body, [avx512, avx2]): (kquant::RowFn, [Option<kquant::RowFn>; 2]),
+    KQuantKernels {
+        row: f,
+        build,
+        tile,
+    }: KQuantKernels,
 ) -> (usize, Level, usize) {
     let m = x.rows().max(1);
-    let (f, mut build) = match (path, avx512, avx2) {
-        (KernelPath::Auto, Some(f), _) => (f, Level::Avx512),
-        (KernelPath::Auto | KernelPath::Avx2, _, Some(f)) => (f, Level::Avx2),
-        _ => (body, Level::Portable),
-    };
+    let mut build = build;
     // One input row (decode) measured faster per row kernel.
-    let (done, tiled) = match kquant_tile_kernel(w.ty, path, build) {
+    let (done, tiled) = match tile {
         Some(t) if m > 1 => {
             let (done, tiled, ran) = kquant_tiles(w, r0, x, out, t);
             if ran && matches!(t, KTile::Wide(_)) {
@@ -763,36 +743,6 @@ fn kquant_rows(
         }
     }
     (out.len() / m, build, tiled)
-}
-
-/// A K-quant tile kernel: [`kquant::TILE`] weight rows against one input
-/// row, or against up to [`kquant::WIDE_ACT_TILE`] (the VNNI build).
-/// (Only the x86 builds make one.)
-#[derive(Clone, Copy)]
-#[cfg_attr(not(all(feature = "std", target_arch = "x86_64")), allow(dead_code))]
-enum KTile {
-    /// One input row per call (the AVX2 / AVX-512 builds).
-    One(kquant::TileFn),
-    /// Up to [`kquant::WIDE_ACT_TILE`] input rows per call, one tile or
-    /// [`kquant::WIDE_GROUPS`] tiles of weight rows.
-    Wide(kquant::MultiTileFns),
-}
-
-/// The tile kernel of `ty` for the row kernel's `build` on `path`, if this
-/// CPU runs one: on `Auto` the VNNI tile where the CPU has it, else the
-/// tile build matching `build`.
-fn kquant_tile_kernel(ty: GgmlType, path: KernelPath, build: Level) -> Option<KTile> {
-    #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    {
-        let wide = x86_kquant::kquant_tile_vnni(ty).filter(|_| path == KernelPath::Auto);
-        wide.map(KTile::Wide)
-            .or_else(|| x86_kquant::kquant_tile(ty, build).map(KTile::One))
-    }
-    #[cfg(not(all(feature = "std", target_arch = "x86_64")))]
-    {
-        let _ = (ty, path, build);
-        None
-    }
 }
 
 /// Whether the K-quant kernels take input row `a` for `w`.

@@ -1,13 +1,15 @@
 //! The fused Q4_1 / Q5_0 / Q8_0 chunk kernels of the blocked matmul,
-//! hand-written in AVX2 and AVX-512 VNNI intrinsics (x86-64, feature `std`;
-//! the builds chosen by [`crate::simd::level`]), as ggml keeps
-//! `arch/x86/quants.c` beside its portable `quants.c`. With `x86_kquant`
-//! (the K-quant ones), `crate::pool` and the expansion of
+//! hand-written in AVX2 and AVX-512 VNNI intrinsics (x86-64, feature `std`),
+//! as ggml keeps `arch/x86/quants.c` beside its portable `quants.c`, and
+//! each instruction set's build of the blocked drivers with them inlined
+//! ([`avx2_rows`], [`vnni_rows`]: handed out where the CPU runs them;
+//! `super::super::dispatch` picks which). With [`super::kquant`] (the
+//! K-quant ones), `crate::pool` and the expansion of
 //! `crate::simd::multiversion!`, the only code of the crate allowed
 //! `unsafe`.
 //!
 //! Contract: they compute exactly the `i64` chunk sums of the portable
-//! kernels in [`super`] — same integers, another instruction sequence — so
+//! kernels of `super::super` — same integers, another instruction sequence — so
 //! results are the same bits; `tests/kernels_matmul.rs` checks that by
 //! proptest (every path, and that this one ran where the CPU has it).
 //!
@@ -40,8 +42,8 @@
 //!
 //! ## Unsafe review
 //! * Every `unsafe` block is a call of a `#[target_feature]` function, made
-//!   only through a function pointer that [`fused_rows`] hands out after
-//!   [`crate::simd::level`] confirmed each of its features
+//!   only through a function pointer that [`avx2_rows`] or [`vnni_rows`]
+//!   hands out after [`crate::simd::level`] confirmed each of its features
 //!   ([`Level::Avx2`]: AVX2, BMI1, BMI2, LZCNT; for the `vpdpbusd` kernels
 //!   [`Level::Avx512Vnni`], which includes AVX-512 F, BW, DQ, VL and VNNI), or from
 //!   inside such a function (the kernel types [`Avx2Kernel`] and
@@ -58,15 +60,15 @@
 //!   `16·rb`, which fits an `i32` (checked with its other bounds at entry).
 #![allow(unsafe_code)]
 
-use super::{
-    ACT_TILE, ActTile, BlockedRowsFn, ChunkSums, FusedChunkKernel, GroupKernel, LIM_Q4_1_D,
-    LIM_Q4_1_M, LIM_Q5_0_D, LIM_Q8_0_D, ROW_GROUP, WIDE_GROUPS, WIDE_ROWS, WIDE_TILE, WideTileOut,
-    blocked_rows, groups_single_input,
-};
 use crate::F32;
 use crate::quant::GgmlType;
 use crate::quant::act::{ActScale, CHUNK_BLOCKS, ChunkScale};
 use crate::quant::block::QK;
+use crate::quant::fast::{
+    ACT_TILE, ActTile, BlockedRowsFn, ChunkSums, FusedChunkKernel, GroupKernel, LIM_Q4_1_D,
+    LIM_Q4_1_M, LIM_Q5_0_D, LIM_Q8_0_D, ROW_GROUP, WIDE_GROUPS, WIDE_ROWS, WIDE_TILE, WideTileOut,
+    blocked_rows, groups_single_input,
+};
 use crate::quant::fixed::QUANTUM_EXP;
 use crate::quant::{QActs, QMatrix};
 use crate::simd::Level;
@@ -83,7 +85,7 @@ trait Format {
     const IS_Q5_0: bool;
     /// Bytes per block.
     const BLOCK_BYTES: usize;
-    /// Largest relative shift of a `d` term ([`super`]'s table).
+    /// Largest relative shift of a `d` term (`super::super`'s table).
     const LIM_D: u32;
 }
 
@@ -120,29 +122,34 @@ impl Format for Q5_0Blocks {
     const LIM_D: u32 = LIM_Q5_0_D;
 }
 
-/// The blocked-matmul drivers with the fused kernels for `ty` built in and
-/// the level they are built for: the widest build the CPU runs, up to
-/// `widest` (`Avx512Vnni`: `vpdpbusd`; `Avx2`), if it runs one and `ty` has
-/// them. (The drivers inline the cell rounding, which uses BMI1/2 and
-/// LZCNT, part of [`Level::Avx2`].)
-pub(super) fn fused_rows(ty: GgmlType, widest: Level) -> Option<(BlockedRowsFn, Level)> {
-    let level = crate::simd::level().min(widest);
-    let build: BlockedRowsFn = match (ty, level) {
-        (_, Level::Portable) => return None,
-        (GgmlType::Q4_1, Level::Avx512Vnni) => vnni_entry::<Q4_1Blocks>,
-        (GgmlType::Q8_0, Level::Avx512Vnni) => vnni_entry::<Q8_0Blocks>,
-        (GgmlType::Q5_0, Level::Avx512Vnni) => vnni_entry::<Q5_0Blocks>,
-        (GgmlType::Q4_1, _) => avx2_entry::<Q4_1Blocks>,
-        (GgmlType::Q8_0, _) => avx2_entry::<Q8_0Blocks>,
-        (GgmlType::Q5_0, _) => avx2_entry::<Q5_0Blocks>,
-        _ => return None,
-    };
-    let level = if level == Level::Avx512Vnni {
-        Level::Avx512Vnni
-    } else {
-        Level::Avx2
-    };
-    Some((build, level))
+/// The AVX2 build of the blocked-matmul drivers with `ty`'s fused kernels
+/// built in, if `ty` has them (Q4_1, Q5_0, Q8_0) and this CPU runs
+/// [`Level::Avx2`] (the drivers inline the cell rounding, which uses BMI1/2
+/// and LZCNT, part of that level).
+pub(in crate::quant::fast) fn avx2_rows(ty: GgmlType) -> Option<BlockedRowsFn> {
+    if crate::simd::level() < Level::Avx2 {
+        return None;
+    }
+    match ty {
+        GgmlType::Q4_1 => Some(avx2_entry::<Q4_1Blocks>),
+        GgmlType::Q8_0 => Some(avx2_entry::<Q8_0Blocks>),
+        GgmlType::Q5_0 => Some(avx2_entry::<Q5_0Blocks>),
+        _ => None,
+    }
+}
+
+/// [`avx2_rows`] for the AVX-512 VNNI build (`vpdpbusd`), if this CPU runs
+/// [`Level::Avx512Vnni`].
+pub(in crate::quant::fast) fn vnni_rows(ty: GgmlType) -> Option<BlockedRowsFn> {
+    if crate::simd::level() < Level::Avx512Vnni {
+        return None;
+    }
+    match ty {
+        GgmlType::Q4_1 => Some(vnni_entry::<Q4_1Blocks>),
+        GgmlType::Q8_0 => Some(vnni_entry::<Q8_0Blocks>),
+        GgmlType::Q5_0 => Some(vnni_entry::<Q5_0Blocks>),
+        _ => None,
+    }
 }
 
 /// [`BlockedRowsFn`] entry of the AVX2 drivers.
@@ -152,7 +159,7 @@ fn avx2_entry<F: Format>(
     x: &QActs<'_>,
     out: &mut [F32],
 ) -> (usize, usize) {
-    // SAFETY: only handed out by `fused_rows`, after `simd::level()`
+    // SAFETY: only handed out by `avx2_rows`, after `simd::level()`
     // returned `Avx2` or wider: AVX2, BMI1, BMI2, LZCNT.
     unsafe { rows_avx2::<F>(w, r0, x, out) }
 }
@@ -164,7 +171,7 @@ fn vnni_entry<F: Format>(
     x: &QActs<'_>,
     out: &mut [F32],
 ) -> (usize, usize) {
-    // SAFETY: only handed out by `fused_rows`, after `simd::level()`
+    // SAFETY: only handed out by `vnni_rows`, after `simd::level()`
     // returned `Avx512Vnni`: the AVX2 set and AVX-512 F, CD, VL, DQ, BW
     // and VNNI.
     unsafe { rows_vnni::<F>(w, r0, x, out) }
@@ -385,7 +392,7 @@ const MARGIN_M: i32 = 16;
 
 /// Eight binary16 values (zero-extended in 32-bit lanes) against per-lane
 /// bases `base1 = base + 1`: `(mant, rel, nonfinite)`, where `mant` is the
-/// signed mantissa of [`super::fixed::f16_fixed`] and `rel = sh - base`
+/// signed mantissa of [`crate::quant::fixed::f16_fixed`] and `rel = sh - base`
 /// (forced to 0 where `mant == 0`; negative values read as huge unsigned).
 #[target_feature(enable = "avx2")]
 fn f16_rel8(h: __m256i, base1: __m256i) -> (__m256i, __m256i, __m256i) {
