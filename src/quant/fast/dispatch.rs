@@ -19,8 +19,9 @@
 #![forbid(unsafe_code)]
 
 use super::KernelPath;
+use super::blocked::BlockedRowsFn;
+use super::chunk::{ChunkFn, split_kernel};
 use super::kquant::{self, KTile, RowFn, TileFn};
-use super::{BlockedRowsFn, ChunkFn, split_kernel};
 use crate::quant::GgmlType;
 use crate::simd::Level;
 

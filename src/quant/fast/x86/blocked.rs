@@ -64,11 +64,12 @@ use crate::F32;
 use crate::quant::GgmlType;
 use crate::quant::act::{ActScale, CHUNK_BLOCKS, ChunkScale};
 use crate::quant::block::QK;
-use crate::quant::fast::{
-    ACT_TILE, ActTile, BlockedRowsFn, ChunkSums, FusedChunkKernel, GroupKernel, LIM_Q4_1_D,
-    LIM_Q4_1_M, LIM_Q5_0_D, LIM_Q8_0_D, ROW_GROUP, WIDE_GROUPS, WIDE_ROWS, WIDE_TILE, WideTileOut,
-    blocked_rows, groups_single_input,
+use crate::quant::fast::blocked::{BlockedRowsFn, blocked_rows, groups_single_input};
+use crate::quant::fast::chunk::{LIM_Q4_1_D, LIM_Q4_1_M, LIM_Q5_0_D, LIM_Q8_0_D, ROW_GROUP};
+use crate::quant::fast::fused::{
+    ACT_TILE, ActTile, ChunkSums, FusedChunkKernel, WIDE_GROUPS, WIDE_ROWS, WIDE_TILE, WideTileOut,
 };
+use crate::quant::fast::group::GroupKernel;
 use crate::quant::fixed::QUANTUM_EXP;
 use crate::quant::{QActs, QMatrix};
 use crate::simd::Level;
