@@ -51,7 +51,10 @@
 //! * Loads (`_mm_loadu_si128`, `_mm256_loadu_si256`, `_mm512_loadu_si512`, `read_unaligned`,
 //!   `get_unchecked`) read from slices whose length was checked, at the top
 //!   of the kernel, to cover every byte the loop reads (each such block
-//!   states the inequality).
+//!   states the inequality). The loaders that take a raw pointer
+//!   (`block_weights_avx2`, `pair_weights`, `transpose16x4`,
+//!   `wide_weights`) are `unsafe fn`s stating that bound as their
+//!   precondition; their callers check it first (`tile_in_bounds`).
 //! * No pointer arithmetic beyond those checked slices, no writes through
 //!   pointers. Uninitialised memory only in the tile kernel's scratch
 //!   (`MaybeUninit`), whose entries `(b < nb, j < n)` the block loop writes
@@ -454,8 +457,8 @@ fn chunk_result<F: Format>(
     r
 }
 
-/// Single pass over one chunk of a group of four rows (Q4_1 if `F::IS_Q4_1`, else
-/// Q8_0) for the first `min(t.n, N)` input rows of the tile: decodes the
+/// Single pass over one chunk of a group of four rows (of format `F`: Q4_1,
+/// Q5_0 or Q8_0) for the first `min(t.n, N)` input rows of the tile: decodes the
 /// weight scales against guessed bases, checks the relative shifts, sums in
 /// `i64`. Each weight block's scales and bytes are decoded once and used for
 /// every row of the tile, so the per-row work is only the byte dots and the
@@ -503,27 +506,6 @@ fn fused_avx2<F: Format, const N: usize>(
     let mut bad = zero;
     let mut acc_d = [zero; N];
     let mut acc_m = [zero; N];
-    let mask = _mm256_set1_epi8(0x0F);
-    let nib_shift = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
-    // Shift counts masked to 0..=63: a wider count only occurs in a
-    // chunk reported not ok (its sums are discarded), and the mask
-    // lets the shifts compile to a bare `vpsllvq`.
-    let six = _mm256_set1_epi64x(63);
-    let ones64 = _mm256_set1_epi64x(1);
-    // One block's exact terms added to a row's sums: c = [dm·sdm,
-    // mm·ssm] per weight row, sh = [drel + sdrel, mrel + ssrel].
-    let scale = |ad: __m256i, am: __m256i, wm, rel, sumi, s: &ActScale| {
-        let c = _mm256_mullo_epi32(wm, lane_pairs(s.dm, s.sm));
-        let sh = _mm256_add_epi32(rel, lane_pairs(s.drel as i32, s.srel as i32));
-        let td = _mm256_mul_epi32(c, sumi);
-        let ad = _mm256_add_epi64(ad, _mm256_sllv_epi64(td, _mm256_and_si256(sh, six)));
-        if !F::IS_Q4_1 {
-            return (ad, am);
-        }
-        let tm = _mm256_mul_epi32(_mm256_srli_epi64(c, 32), ones64);
-        let shm = _mm256_and_si256(_mm256_srli_epi64(sh, 32), six);
-        (ad, _mm256_add_epi64(am, _mm256_sllv_epi64(tm, shm)))
-    };
     // A tile's per-block weight scales and dots (N > 1; else unused).
     use core::mem::MaybeUninit;
     let uninit = MaybeUninit::<__m256i>::uninit();
@@ -535,57 +517,10 @@ fn fused_avx2<F: Format, const N: usize>(
         let (wm, rel, wbad) = f16_rel8(head(blk), base1);
         bad = _mm256_or_si256(bad, wbad);
         hi = _mm256_max_epu32(hi, rel);
-        let at = |r: usize, o: usize| r * rb + blk * bs + o;
-        // The next group's bytes (contiguous), front to back, a
-        // block's share at a time (Q4_1: 80 bytes, two prefetches
-        // 64 bytes apart; Q8_0: 136, three). One prefetch per row at
-        // the same block, as before, left the 30 MB Q8_0 head ≈ 25 %
-        // slower and decode ≈ 6 % slower on the AVX2 VM.
-        let next = ROW_GROUP * rb + ROW_GROUP * bs * blk;
-        for o in (0..ROW_GROUP * bs).step_by(64) {
-            let p = base_ptr.wrapping_add(next + o);
-            _mm_prefetch::<_MM_HINT_T0>(p.cast());
-        }
-        // The four rows' weight bytes, decoded once for the whole tile:
-        // Q4_1 nibbles as unsigned bytes; Q8_0 magnitudes and raw signs.
-        let (w, sgn) = if F::IS_Q4_1 {
-            // The 16 bytes in both halves; the upper half's dwords shifted
-            // by 4, so after the mask it holds the high nibbles.
-            // SAFETY: at(r, 4) + 16 ≤ at(r, bs) ≤ 4·rb ≤ group.len().
-            let ld = |r: usize| unsafe {
-                _mm256_broadcastsi128_si256(_mm_loadu_si128(base_ptr.add(at(r, 4)).cast()))
-            };
-            let un = |q: __m256i| _mm256_and_si256(_mm256_srlv_epi32(q, nib_shift), mask);
-            (
-                [un(ld(0)), un(ld(1)), un(ld(2)), un(ld(3))],
-                [zero; ROW_GROUP],
-            )
-        } else {
-            let ld = |r: usize| {
-                if F::IS_Q5_0 {
-                    // SAFETY: at(r, 6) + 16 = at(r, bs) ≤ 4·rb ≤ group.len(),
-                    // and at(r, 2) + 4 ≤ at(r, bs) for the `qh` word.
-                    let (qs, qh) = unsafe {
-                        (
-                            _mm256_broadcastsi128_si256(_mm_loadu_si128(
-                                base_ptr.add(at(r, 6)).cast(),
-                            )),
-                            base_ptr.add(at(r, 2)).cast::<u32>().read_unaligned(),
-                        )
-                    };
-                    let nib = _mm256_and_si256(_mm256_srlv_epi32(qs, nib_shift), mask);
-                    let high = _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10));
-                    _mm256_sub_epi8(_mm256_or_si256(nib, high), _mm256_set1_epi8(16))
-                } else {
-                    // SAFETY: at(r, 2) + 32 = at(r, bs) ≤ 4·rb ≤ group.len().
-                    unsafe { _mm256_loadu_si256(base_ptr.add(at(r, 2)).cast()) }
-                }
-            };
-            let x = [ld(0), ld(1), ld(2), ld(3)];
-            // Written out: `x.map(..)` was sometimes left a call.
-            let abs = |i: usize| _mm256_sign_epi8(x[i], x[i]);
-            ([abs(0), abs(1), abs(2), abs(3)], x)
-        };
+        prefetch_next_group::<F>(base_ptr, rb, blk);
+        // SAFETY: block blk < b0 + nb of the four rows lies inside `group`
+        // (`tile_in_bounds`).
+        let (w, sgn) = unsafe { block_weights_avx2::<F>(base_ptr, rb, blk) };
         let w = arrange_avx2::<F>(w, N > 1);
         if N > 1 {
             // A tile: this block's dots of every input row now, the
@@ -606,7 +541,7 @@ fn fused_avx2<F: Format, const N: usize>(
         let sumi = block_dots4_avx2::<F>(&w, &sgn, y, false);
         // SAFETY: b < nb, and `in_bounds` checked t.sc[0].len() ≥ nb.
         let s = unsafe { t.sc[0].get_unchecked(b) };
-        (acc_d[0], acc_m[0]) = scale(acc_d[0], acc_m[0], wm, rel, sumi, s);
+        (acc_d[0], acc_m[0]) = scale_block_avx2::<F>((acc_d[0], acc_m[0]), wm, rel, sumi, s);
     }
     if N > 1 {
         for j in 0..n {
@@ -625,7 +560,7 @@ fn fused_avx2<F: Format, const N: usize>(
                         tile_sums[b][j].assume_init(),
                     )
                 };
-                (ad, am) = scale(ad, am, wm, rel, sumi, s);
+                (ad, am) = scale_block_avx2::<F>((ad, am), wm, rel, sumi, s);
             }
             (acc_d[j], acc_m[j]) = (ad, am);
         }
@@ -635,6 +570,115 @@ fn fused_avx2<F: Format, const N: usize>(
         res[j] = chunk_result::<F>(&t.ch[j], &hi, &base1, &badv, acc_d[j], acc_m[j]);
     }
     res
+}
+
+/// Prefetches the next group's share of block `blk` of a group of four
+/// rows at stride `rb`: the next group's bytes (contiguous), front to back,
+/// a block's share at a time (Q4_1: 80 bytes, two prefetches 64 bytes
+/// apart; Q8_0: 136, three). One prefetch per row at the same block, as
+/// before, left the 30 MB Q8_0 head ≈ 25 % slower and decode ≈ 6 % slower
+/// on the AVX2 VM. (A prefetch never faults: the address may lie past the
+/// matrix.)
+#[target_feature(enable = "avx2")]
+#[inline]
+fn prefetch_next_group<F: Format>(base_ptr: *const u8, rb: usize, blk: usize) {
+    let bs = F::BLOCK_BYTES;
+    let next = ROW_GROUP * rb + ROW_GROUP * bs * blk;
+    for o in (0..ROW_GROUP * bs).step_by(64) {
+        let p = base_ptr.wrapping_add(next + o);
+        _mm_prefetch::<_MM_HINT_T0>(p.cast());
+    }
+}
+
+/// The four weight rows' bytes of block `blk` (rows at stride `rb` from
+/// `base_ptr`), decoded once for a whole tile of input rows as
+/// [`block_dots4_avx2`] takes them: Q4_1 nibbles as unsigned bytes (and no
+/// signs); Q5_0 and Q8_0 the magnitudes of their signed values, and the
+/// values themselves, whose signs move onto the activations.
+///
+/// # Safety
+/// Block `blk` of each row `r < 4` (`F::BLOCK_BYTES` bytes at
+/// `r·rb + blk·bs`) lies inside one allocation starting at `base_ptr`.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn block_weights_avx2<F: Format>(
+    base_ptr: *const u8,
+    rb: usize,
+    blk: usize,
+) -> ([__m256i; ROW_GROUP], [__m256i; ROW_GROUP]) {
+    let bs = F::BLOCK_BYTES;
+    let mask = _mm256_set1_epi8(0x0F);
+    let nib_shift = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
+    let at = |r: usize, o: usize| r * rb + blk * bs + o;
+    if F::IS_Q4_1 {
+        // The 16 bytes in both halves; the upper half's dwords shifted
+        // by 4, so after the mask it holds the high nibbles.
+        // SAFETY: at(r, 4) + 16 ≤ at(r, bs), inside the allocation (the
+        // caller's bound).
+        let ld = |r: usize| unsafe {
+            _mm256_broadcastsi128_si256(_mm_loadu_si128(base_ptr.add(at(r, 4)).cast()))
+        };
+        let un = |q: __m256i| _mm256_and_si256(_mm256_srlv_epi32(q, nib_shift), mask);
+        (
+            [un(ld(0)), un(ld(1)), un(ld(2)), un(ld(3))],
+            [_mm256_setzero_si256(); ROW_GROUP],
+        )
+    } else {
+        let ld = |r: usize| {
+            if F::IS_Q5_0 {
+                // SAFETY: at(r, 6) + 16 = at(r, bs), and at(r, 2) + 4 ≤
+                // at(r, bs) for the `qh` word: inside the allocation (the
+                // caller's bound).
+                let (qs, qh) = unsafe {
+                    (
+                        _mm256_broadcastsi128_si256(_mm_loadu_si128(base_ptr.add(at(r, 6)).cast())),
+                        base_ptr.add(at(r, 2)).cast::<u32>().read_unaligned(),
+                    )
+                };
+                let nib = _mm256_and_si256(_mm256_srlv_epi32(qs, nib_shift), mask);
+                let high = _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10));
+                _mm256_sub_epi8(_mm256_or_si256(nib, high), _mm256_set1_epi8(16))
+            } else {
+                // SAFETY: at(r, 2) + 32 = at(r, bs), inside the allocation
+                // (the caller's bound).
+                unsafe { _mm256_loadu_si256(base_ptr.add(at(r, 2)).cast()) }
+            }
+        };
+        let x = [ld(0), ld(1), ld(2), ld(3)];
+        // Written out: `x.map(..)` was sometimes left a call.
+        let abs = |i: usize| _mm256_sign_epi8(x[i], x[i]);
+        ([abs(0), abs(1), abs(2), abs(3)], x)
+    }
+}
+
+/// One block's exact terms added to an input row's sums `(ad, am)`:
+/// `c = [dm·sdm, mm·ssm]` per weight row (`wm`: the weight mantissas in
+/// lanes `[d0 m0 d1 m1 d2 m2 d3 m3]`, `rel` their shifts; `s`: the
+/// activation block's scales) times the block sums `sumi` (`vpmuldq`),
+/// shifted by `[drel + sdrel, mrel + ssrel]` (`vpsllvq`). Shift counts
+/// masked to 0..=63: a wider count only occurs in a chunk reported not ok
+/// (its sums are discarded), and the mask lets the shifts compile to a bare
+/// `vpsllvq`.
+#[target_feature(enable = "avx2")]
+#[inline]
+fn scale_block_avx2<F: Format>(
+    (ad, am): (__m256i, __m256i),
+    wm: __m256i,
+    rel: __m256i,
+    sumi: __m256i,
+    s: &ActScale,
+) -> (__m256i, __m256i) {
+    let six = _mm256_set1_epi64x(63);
+    let c = _mm256_mullo_epi32(wm, lane_pairs(s.dm, s.sm));
+    let sh = _mm256_add_epi32(rel, lane_pairs(s.drel as i32, s.srel as i32));
+    let td = _mm256_mul_epi32(c, sumi);
+    let ad = _mm256_add_epi64(ad, _mm256_sllv_epi64(td, _mm256_and_si256(sh, six)));
+    if !F::IS_Q4_1 {
+        return (ad, am);
+    }
+    let tm = _mm256_mul_epi32(_mm256_srli_epi64(c, 32), _mm256_set1_epi64x(1));
+    let shm = _mm256_and_si256(_mm256_srli_epi64(sh, 32), six);
+    (ad, _mm256_add_epi64(am, _mm256_sllv_epi64(tm, shm)))
 }
 
 /// Dword index of `ActScale` field at byte `off` (the struct is `repr(C)`,
