@@ -370,11 +370,14 @@ impl SuperAct {
 /// for one weight row: its sub-block sums `sumi` (as `q6_k_sumi`) added to
 /// `acc`. Within [`kquant::LIM_Q6_K`] (`act.spread`), `I = Σ_j (sumi_j·am_j)
 /// << rel_j` in `i64` by [`scaled_sum_split`] and one `i128` step `(I·dm)
-/// << (dsh + base)`; beyond it, per sub-block in `i128`, as
-/// [`kquant`] does. The same integer either way. (`#[inline]`, not
-/// `#[inline(always)]`: stable Rust rejects the latter with
-/// `#[target_feature]`; both callers are built with a superset of its
-/// features, so it inlines.)
+/// << (dsh + base)`; beyond it, per sub-block in `i128`
+/// ([`q6_k_sub_blocks_in_i128`]). The same integer either way.
+/// (`#[inline]`, not `#[inline(always)]`: stable Rust rejects the latter
+/// with `#[target_feature]`; both callers are built with a superset of its
+/// features. The rare wide-spread case is kept out of line so that this
+/// stays small enough to inline whatever else shares its codegen unit:
+/// with it inside, moving files once left it a call per super-block in
+/// the one-row kernel.)
 #[target_feature(enable = "avx2")]
 #[inline]
 fn q6_k_super_end(acc: &mut ExactAcc, blk: &[u8], sumi: __m256i, act: &SuperAct, ys: &[ActScale]) {
@@ -385,10 +388,24 @@ fn q6_k_super_end(acc: &mut ExactAcc, blk: &[u8], sumi: __m256i, act: &SuperAct,
         let id = scaled_sum_split(sumi, act.am, act.r);
         acc.sum += (id as i128 * dm as i128) << (dsh + act.base);
     } else {
-        let sumi = to_array(sumi);
-        for (j, s) in ys.iter().enumerate() {
-            acc.add_shifted(sumi[j] as i64 * (dm * s.dm) as i64, dsh + s.dsh);
-        }
+        q6_k_sub_blocks_in_i128(acc, (dm, dsh), &to_array(sumi), ys);
+    }
+}
+
+/// A Q6_K super-block's sub-block sums `sumi` added to `acc` one by one in
+/// `i128`, each at its own shift (`dm`, `dsh`: the super-block's `f16`
+/// scale; `ys`: its eight activation scales), as [`kquant`] does beyond
+/// [`kquant::LIM_Q6_K`].
+#[cold]
+#[inline(never)]
+fn q6_k_sub_blocks_in_i128(
+    acc: &mut ExactAcc,
+    (dm, dsh): (i32, u32),
+    sumi: &[i32; 8],
+    ys: &[ActScale],
+) {
+    for (j, s) in ys.iter().enumerate() {
+        acc.add_shifted(sumi[j] as i64 * (dm * s.dm) as i64, dsh + s.dsh);
     }
 }
 
