@@ -18,15 +18,30 @@
 //! bits; `tests/kernels_guarded.rs` runs every plan against guard pages.
 #![forbid(unsafe_code)]
 
-use super::KernelPath;
 use super::blocked::BlockedRowsFn;
 use super::chunk::{ChunkFn, split_kernel};
-use super::kquant::{self, KTile, RowFn, TileFn};
+use super::kquant::{self, KQuantKernels, KTile, RowFn, TileFn};
 use crate::quant::GgmlType;
 use crate::simd::Level;
 
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
 use super::x86;
+
+/// Which implementation computes the cells (all give the same bits;
+/// the table above says which exist per format).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelPath {
+    /// [`crate::quant::dot::dot_row`] per cell (the reference).
+    Reference,
+    /// The blocked kernel in portable Rust.
+    Portable,
+    /// The blocked kernel with the best SIMD the CPU has (falls back to
+    /// `Portable` where there is none).
+    Auto,
+    /// The blocked kernel's AVX2 version even where a wider one exists
+    /// (falls back to `Portable` without AVX2), so tests cover both.
+    Avx2,
+}
 
 /// What computes the cells of a matrix.
 pub(super) enum Plan {
@@ -40,16 +55,6 @@ pub(super) enum Plan {
     Split(ChunkFn),
     /// Q4_K, Q5_K, Q6_K: the K-quant tile driver with these kernels.
     KQuant(KQuantKernels),
-}
-
-/// A K-quant matrix's kernels: the row kernel and its build's level, and
-/// the tile kernel where the CPU has one (the driver uses it with several
-/// input rows).
-#[derive(Clone, Copy)]
-pub(super) struct KQuantKernels {
-    pub row: RowFn,
-    pub build: Level,
-    pub tile: Option<KTile>,
 }
 
 /// The plan for a `ty` matrix on `path` on a CPU of level `cpu`.

@@ -57,6 +57,7 @@ use crate::quant::GgmlType;
 use crate::quant::act::{ActRow, ActScale, FLAG_D_NONFINITE};
 use crate::quant::block::QK_K;
 use crate::quant::fixed::{ExactAcc, f16_fixed, f16_nonfinite};
+use crate::simd::Level;
 
 /// Largest activation-shift spread within a Q4_K super-block summed in `i64`.
 pub const LIM_Q4_K: u32 = 26;
@@ -347,6 +348,16 @@ pub(crate) enum KTile {
     /// Up to [`WIDE_ACT_TILE`] input rows per call, one tile or
     /// [`WIDE_GROUPS`] tiles of weight rows.
     Wide(MultiTileFns),
+}
+
+/// A K-quant matrix's kernels, as `super::dispatch` picks them: the row
+/// kernel and its build's level, and the tile kernel where the CPU has one
+/// (the driver uses it with several input rows).
+#[derive(Clone, Copy)]
+pub(crate) struct KQuantKernels {
+    pub row: RowFn,
+    pub build: Level,
+    pub tile: Option<KTile>,
 }
 
 /// The portable body of the row kernel for `ty`, if it has one, and the

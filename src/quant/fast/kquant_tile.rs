@@ -1,5 +1,5 @@
 //! The K-quant driver: every row of a Q4_K / Q5_K / Q6_K matrix through
-//! the row kernel its plan names (`super::dispatch`), whole tiles of
+//! the row kernel `super::dispatch` picked, whole tiles of
 //! [`kquant::TILE`] weight rows first through the tile kernel where there
 //! is one and several input rows (on AVX-512 VNNI [`kquant::WIDE_GROUPS`]
 //! tiles at a time against up to [`kquant::WIDE_ACT_TILE`] input rows);
@@ -12,9 +12,8 @@
 //! `tests/quant_exact.rs`.
 #![forbid(unsafe_code)]
 
-use super::dispatch::KQuantKernels;
 use super::group::balanced_tile;
-use super::kquant::{self, KTile};
+use super::kquant::{self, KQuantKernels, KTile};
 use crate::F32;
 use crate::quant::act::ActRow;
 use crate::quant::block::QK;

@@ -52,24 +52,9 @@ mod wide;
 mod x86;
 
 pub use chunk::{LIM_Q4_1_D, LIM_Q4_1_M, LIM_Q5_0_D, LIM_Q8_0_D, ROW_GROUP};
+pub use dispatch::KernelPath;
 pub use fused::WIDE_GROUPS;
 pub use wide::WIDE_MIN_ROWS;
-
-/// Which implementation computes the cells (all give the same bits;
-/// `dispatch`'s table says which exist per format).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum KernelPath {
-    /// [`dot_row`] per cell (the reference).
-    Reference,
-    /// The blocked kernel in portable Rust.
-    Portable,
-    /// The blocked kernel with the best SIMD the CPU has (falls back to
-    /// `Portable` where there is none).
-    Auto,
-    /// The blocked kernel's AVX2 version even where a wider one exists
-    /// (falls back to `Portable` without AVX2), so tests cover both.
-    Avx2,
-}
 
 /// What one [`rows_kernel_with`] call ran.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
