@@ -21,9 +21,9 @@
 //! * [`simd`] — the expansion of its `multiversion!` macro (calls of the
 //!   `#[target_feature]` builds of a kernel body after the CPU level was
 //!   checked), invoked beside each kernel that has SIMD builds;
-//! * the x86 leaves of `quant::fast` (x86-64 with `std`), hand-written
-//!   AVX2 / AVX-512 VNNI intrinsics: the Q4_1, Q5_0 and Q8_0 kernels;
-//! * likewise, the Q4_K and Q6_K kernels;
+//! * `quant::fast::x86::blocked` — hand-written AVX2 / AVX-512 VNNI
+//!   intrinsics of the Q4_1, Q5_0 and Q8_0 kernels (x86-64 with `std`);
+//! * `quant::fast::x86::kquant` — likewise, the Q4_K and Q6_K kernels;
 //! * `pool` — the `std` thread pool's region hand-off.
 //!
 //! `docs/UNSAFE.md` lists every `unsafe`, its invariant and the check that

@@ -5,9 +5,9 @@
 //!
 //! Contract: for every input, `q4_k_row` / `q5_k_row` / `q6_k_row` return the
 //! [`ExactAcc`] whose [`ExactAcc::finish`] is `dot_row`'s result (same sum,
-//! same non-finite flag). Verified by proptest in `tests/kernels_matmul.rs`
+//! same non-finite flag). Verified by proptest in `tests/kernels/matmul.rs`
 //! (every [`super::KernelPath`], random and wild scales) and
-//! `tests/quant_exact.rs` (extreme blocks), and by the `kernel.matmul`
+//! `tests/kernels/quant_exact.rs` (extreme blocks), and by the `kernel.matmul`
 //! self-test digest, which these kernels now produce.
 //!
 //! ## Why it is exact
@@ -41,7 +41,8 @@
 //! The bodies are portable Rust written for auto-vectorization; the
 //! crate's `multiversion!` compiles each for AVX2 and AVX-512 (same
 //! operations, same bits). On x86-64 with `std`, Q4_K and Q6_K use
-//! hand-written builds instead (`super::x86_kquant`): the per-sub-block integer
+//! hand-written builds instead (`super::x86::kquant`, chosen by
+//! `super::dispatch`): the per-sub-block integer
 //! sums by AVX2 intrinsics (the auto-vectorized bodies spent most of their
 //! time in one horizontal reduction per sub-block), and `I` and `M` above
 //! in vectors — the same integers, then the same `i128` steps; on AVX-512
@@ -56,6 +57,7 @@ use crate::quant::GgmlType;
 use crate::quant::act::{ActRow, ActScale, FLAG_D_NONFINITE};
 use crate::quant::block::QK_K;
 use crate::quant::fixed::{ExactAcc, f16_fixed, f16_nonfinite};
+use crate::simd::Level;
 
 /// Largest activation-shift spread within a Q4_K super-block summed in `i64`.
 pub const LIM_Q4_K: u32 = 26;
@@ -335,24 +337,36 @@ pub(crate) type MultiTileFns = (MultiTileFn<1>, MultiTileFn<WIDE_GROUPS>);
 /// A row kernel: [`q4_k_row`], [`q5_k_row`] or [`q6_k_row`], one of their builds.
 pub(crate) type RowFn = fn(&[u8], &ActRow<'_>) -> ExactAcc;
 
-/// The portable body and the `[AVX-512, AVX2]` builds this CPU runs of
-/// the row kernel for `ty`, if it has one.
-pub(crate) fn row_kernels(ty: GgmlType) -> Option<(RowFn, [Option<RowFn>; 2])> {
-    match ty {
-        GgmlType::Q4_K => Some((q4_k_row, hand_or(ty, q4_k_builds::builds()))),
-        GgmlType::Q5_K => Some((q5_k_row, q5_k_builds::builds())),
-        GgmlType::Q6_K => Some((q6_k_row, hand_or(ty, q6_k_builds::builds()))),
-        _ => None,
-    }
+/// A tile kernel: [`TILE`] weight rows against one input row, or against
+/// up to [`WIDE_ACT_TILE`] (the VNNI build). (Only the x86 builds make
+/// one.)
+#[derive(Clone, Copy)]
+#[cfg_attr(not(all(feature = "std", target_arch = "x86_64")), allow(dead_code))]
+pub(crate) enum KTile {
+    /// One input row per call (the AVX2 / AVX-512 builds).
+    One(TileFn),
+    /// Up to [`WIDE_ACT_TILE`] input rows per call, one tile or
+    /// [`WIDE_GROUPS`] tiles of weight rows.
+    Wide(MultiTileFns),
 }
 
-/// The hand-written builds of `ty`'s row kernel (x86-64 with `std`: Q4_K
-/// and Q6_K, in [`super::x86_kquant`]) where this CPU runs them, else `builds`.
-fn hand_or(ty: GgmlType, builds: [Option<RowFn>; 2]) -> [Option<RowFn>; 2] {
-    #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    if let Some(hand) = super::x86_kquant::kquant_builds(ty) {
-        return hand;
+/// A K-quant matrix's kernels, as `super::dispatch` picks them: the row
+/// kernel and its build's level, and the tile kernel where the CPU has one
+/// (the driver uses it with several input rows).
+#[derive(Clone, Copy)]
+pub(crate) struct KQuantKernels {
+    pub row: RowFn,
+    pub build: Level,
+    pub tile: Option<KTile>,
+}
+
+/// The portable body of the row kernel for `ty`, if it has one, and the
+/// `[AVX-512, AVX2]` builds of it by `multiversion!` that this CPU runs.
+pub(crate) fn row_kernels(ty: GgmlType) -> Option<(RowFn, [Option<RowFn>; 2])> {
+    match ty {
+        GgmlType::Q4_K => Some((q4_k_row, q4_k_builds::builds())),
+        GgmlType::Q5_K => Some((q5_k_row, q5_k_builds::builds())),
+        GgmlType::Q6_K => Some((q6_k_row, q6_k_builds::builds())),
+        _ => None,
     }
-    let _ = ty;
-    builds
 }

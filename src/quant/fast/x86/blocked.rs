@@ -1,14 +1,16 @@
 //! The fused Q4_1 / Q5_0 / Q8_0 chunk kernels of the blocked matmul,
-//! hand-written in AVX2 and AVX-512 VNNI intrinsics (x86-64, feature `std`;
-//! the builds chosen by [`crate::simd::level`]), as ggml keeps
-//! `arch/x86/quants.c` beside its portable `quants.c`. With `x86_kquant`
-//! (the K-quant ones), `crate::pool` and the expansion of
+//! hand-written in AVX2 and AVX-512 VNNI intrinsics (x86-64, feature `std`),
+//! as ggml keeps `arch/x86/quants.c` beside its portable `quants.c`, and
+//! each instruction set's build of the blocked drivers with them inlined
+//! ([`avx2_rows`], [`vnni_rows`]: handed out where the CPU runs them;
+//! `super::super::dispatch` picks which). With [`super::kquant`] (the
+//! K-quant ones), `crate::pool` and the expansion of
 //! `crate::simd::multiversion!`, the only code of the crate allowed
 //! `unsafe`.
 //!
 //! Contract: they compute exactly the `i64` chunk sums of the portable
-//! kernels in [`super`] — same integers, another instruction sequence — so
-//! results are the same bits; `tests/kernels_matmul.rs` checks that by
+//! kernels of `super::super` — same integers, another instruction sequence — so
+//! results are the same bits; `tests/kernels/matmul.rs` checks that by
 //! proptest (every path, and that this one ran where the CPU has it).
 //!
 //! Per block and group of four weight rows: the 32 weights are widened to
@@ -40,8 +42,8 @@
 //!
 //! ## Unsafe review
 //! * Every `unsafe` block is a call of a `#[target_feature]` function, made
-//!   only through a function pointer that [`fused_rows`] hands out after
-//!   [`crate::simd::level`] confirmed each of its features
+//!   only through a function pointer that [`avx2_rows`] or [`vnni_rows`]
+//!   hands out after [`crate::simd::level`] confirmed each of its features
 //!   ([`Level::Avx2`]: AVX2, BMI1, BMI2, LZCNT; for the `vpdpbusd` kernels
 //!   [`Level::Avx512Vnni`], which includes AVX-512 F, BW, DQ, VL and VNNI), or from
 //!   inside such a function (the kernel types [`Avx2Kernel`] and
@@ -49,7 +51,10 @@
 //! * Loads (`_mm_loadu_si128`, `_mm256_loadu_si256`, `_mm512_loadu_si512`, `read_unaligned`,
 //!   `get_unchecked`) read from slices whose length was checked, at the top
 //!   of the kernel, to cover every byte the loop reads (each such block
-//!   states the inequality).
+//!   states the inequality). The loaders that take a raw pointer
+//!   (`block_weights_avx2`, `pair_weights`, `transpose16x4`,
+//!   `wide_weights`) are `unsafe fn`s stating that bound as their
+//!   precondition; their callers check it first (`tile_in_bounds`).
 //! * No pointer arithmetic beyond those checked slices, no writes through
 //!   pointers. Uninitialised memory only in the tile kernel's scratch
 //!   (`MaybeUninit`), whose entries `(b < nb, j < n)` the block loop writes
@@ -58,15 +63,16 @@
 //!   `16·rb`, which fits an `i32` (checked with its other bounds at entry).
 #![allow(unsafe_code)]
 
-use super::{
-    ACT_TILE, ActTile, BlockedRowsFn, ChunkSums, FusedChunkKernel, GroupKernel, LIM_Q4_1_D,
-    LIM_Q4_1_M, LIM_Q5_0_D, LIM_Q8_0_D, ROW_GROUP, WIDE_GROUPS, WIDE_ROWS, WIDE_TILE, WideTileOut,
-    blocked_rows, groups_single_input,
-};
 use crate::F32;
 use crate::quant::GgmlType;
 use crate::quant::act::{ActScale, CHUNK_BLOCKS, ChunkScale};
 use crate::quant::block::QK;
+use crate::quant::fast::blocked::{BlockedRowsFn, blocked_rows, groups_single_input};
+use crate::quant::fast::chunk::{LIM_Q4_1_D, LIM_Q4_1_M, LIM_Q5_0_D, LIM_Q8_0_D, ROW_GROUP};
+use crate::quant::fast::fused::{
+    ACT_TILE, ActTile, ChunkSums, FusedChunkKernel, WIDE_GROUPS, WIDE_ROWS, WIDE_TILE, WideTileOut,
+};
+use crate::quant::fast::group::GroupKernel;
 use crate::quant::fixed::QUANTUM_EXP;
 use crate::quant::{QActs, QMatrix};
 use crate::simd::Level;
@@ -83,7 +89,7 @@ trait Format {
     const IS_Q5_0: bool;
     /// Bytes per block.
     const BLOCK_BYTES: usize;
-    /// Largest relative shift of a `d` term ([`super`]'s table).
+    /// Largest relative shift of a `d` term (`super::super`'s table).
     const LIM_D: u32;
 }
 
@@ -120,29 +126,34 @@ impl Format for Q5_0Blocks {
     const LIM_D: u32 = LIM_Q5_0_D;
 }
 
-/// The blocked-matmul drivers with the fused kernels for `ty` built in and
-/// the level they are built for: the widest build the CPU runs, up to
-/// `widest` (`Avx512Vnni`: `vpdpbusd`; `Avx2`), if it runs one and `ty` has
-/// them. (The drivers inline the cell rounding, which uses BMI1/2 and
-/// LZCNT, part of [`Level::Avx2`].)
-pub(super) fn fused_rows(ty: GgmlType, widest: Level) -> Option<(BlockedRowsFn, Level)> {
-    let level = crate::simd::level().min(widest);
-    let build: BlockedRowsFn = match (ty, level) {
-        (_, Level::Portable) => return None,
-        (GgmlType::Q4_1, Level::Avx512Vnni) => vnni_entry::<Q4_1Blocks>,
-        (GgmlType::Q8_0, Level::Avx512Vnni) => vnni_entry::<Q8_0Blocks>,
-        (GgmlType::Q5_0, Level::Avx512Vnni) => vnni_entry::<Q5_0Blocks>,
-        (GgmlType::Q4_1, _) => avx2_entry::<Q4_1Blocks>,
-        (GgmlType::Q8_0, _) => avx2_entry::<Q8_0Blocks>,
-        (GgmlType::Q5_0, _) => avx2_entry::<Q5_0Blocks>,
-        _ => return None,
-    };
-    let level = if level == Level::Avx512Vnni {
-        Level::Avx512Vnni
-    } else {
-        Level::Avx2
-    };
-    Some((build, level))
+/// The AVX2 build of the blocked-matmul drivers with `ty`'s fused kernels
+/// built in, if `ty` has them (Q4_1, Q5_0, Q8_0) and this CPU runs
+/// [`Level::Avx2`] (the drivers inline the cell rounding, which uses BMI1/2
+/// and LZCNT, part of that level).
+pub(in crate::quant::fast) fn avx2_rows(ty: GgmlType) -> Option<BlockedRowsFn> {
+    if crate::simd::level() < Level::Avx2 {
+        return None;
+    }
+    match ty {
+        GgmlType::Q4_1 => Some(avx2_entry::<Q4_1Blocks>),
+        GgmlType::Q8_0 => Some(avx2_entry::<Q8_0Blocks>),
+        GgmlType::Q5_0 => Some(avx2_entry::<Q5_0Blocks>),
+        _ => None,
+    }
+}
+
+/// [`avx2_rows`] for the AVX-512 VNNI build (`vpdpbusd`), if this CPU runs
+/// [`Level::Avx512Vnni`].
+pub(in crate::quant::fast) fn vnni_rows(ty: GgmlType) -> Option<BlockedRowsFn> {
+    if crate::simd::level() < Level::Avx512Vnni {
+        return None;
+    }
+    match ty {
+        GgmlType::Q4_1 => Some(vnni_entry::<Q4_1Blocks>),
+        GgmlType::Q8_0 => Some(vnni_entry::<Q8_0Blocks>),
+        GgmlType::Q5_0 => Some(vnni_entry::<Q5_0Blocks>),
+        _ => None,
+    }
 }
 
 /// [`BlockedRowsFn`] entry of the AVX2 drivers.
@@ -152,7 +163,7 @@ fn avx2_entry<F: Format>(
     x: &QActs<'_>,
     out: &mut [F32],
 ) -> (usize, usize) {
-    // SAFETY: only handed out by `fused_rows`, after `simd::level()`
+    // SAFETY: only handed out by `avx2_rows`, after `simd::level()`
     // returned `Avx2` or wider: AVX2, BMI1, BMI2, LZCNT.
     unsafe { rows_avx2::<F>(w, r0, x, out) }
 }
@@ -164,7 +175,7 @@ fn vnni_entry<F: Format>(
     x: &QActs<'_>,
     out: &mut [F32],
 ) -> (usize, usize) {
-    // SAFETY: only handed out by `fused_rows`, after `simd::level()`
+    // SAFETY: only handed out by `vnni_rows`, after `simd::level()`
     // returned `Avx512Vnni`: the AVX2 set and AVX-512 F, CD, VL, DQ, BW
     // and VNNI.
     unsafe { rows_vnni::<F>(w, r0, x, out) }
@@ -385,7 +396,7 @@ const MARGIN_M: i32 = 16;
 
 /// Eight binary16 values (zero-extended in 32-bit lanes) against per-lane
 /// bases `base1 = base + 1`: `(mant, rel, nonfinite)`, where `mant` is the
-/// signed mantissa of [`super::fixed::f16_fixed`] and `rel = sh - base`
+/// signed mantissa of [`crate::quant::fixed::f16_fixed`] and `rel = sh - base`
 /// (forced to 0 where `mant == 0`; negative values read as huge unsigned).
 #[target_feature(enable = "avx2")]
 fn f16_rel8(h: __m256i, base1: __m256i) -> (__m256i, __m256i, __m256i) {
@@ -446,8 +457,8 @@ fn chunk_result<F: Format>(
     r
 }
 
-/// Single pass over one chunk of a group of four rows (Q4_1 if `F::IS_Q4_1`, else
-/// Q8_0) for the first `min(t.n, N)` input rows of the tile: decodes the
+/// Single pass over one chunk of a group of four rows (of format `F`: Q4_1,
+/// Q5_0 or Q8_0) for the first `min(t.n, N)` input rows of the tile: decodes the
 /// weight scales against guessed bases, checks the relative shifts, sums in
 /// `i64`. Each weight block's scales and bytes are decoded once and used for
 /// every row of the tile, so the per-row work is only the byte dots and the
@@ -495,27 +506,6 @@ fn fused_avx2<F: Format, const N: usize>(
     let mut bad = zero;
     let mut acc_d = [zero; N];
     let mut acc_m = [zero; N];
-    let mask = _mm256_set1_epi8(0x0F);
-    let nib_shift = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
-    // Shift counts masked to 0..=63: a wider count only occurs in a
-    // chunk reported not ok (its sums are discarded), and the mask
-    // lets the shifts compile to a bare `vpsllvq`.
-    let six = _mm256_set1_epi64x(63);
-    let ones64 = _mm256_set1_epi64x(1);
-    // One block's exact terms added to a row's sums: c = [dm·sdm,
-    // mm·ssm] per weight row, sh = [drel + sdrel, mrel + ssrel].
-    let scale = |ad: __m256i, am: __m256i, wm, rel, sumi, s: &ActScale| {
-        let c = _mm256_mullo_epi32(wm, lane_pairs(s.dm, s.sm));
-        let sh = _mm256_add_epi32(rel, lane_pairs(s.drel as i32, s.srel as i32));
-        let td = _mm256_mul_epi32(c, sumi);
-        let ad = _mm256_add_epi64(ad, _mm256_sllv_epi64(td, _mm256_and_si256(sh, six)));
-        if !F::IS_Q4_1 {
-            return (ad, am);
-        }
-        let tm = _mm256_mul_epi32(_mm256_srli_epi64(c, 32), ones64);
-        let shm = _mm256_and_si256(_mm256_srli_epi64(sh, 32), six);
-        (ad, _mm256_add_epi64(am, _mm256_sllv_epi64(tm, shm)))
-    };
     // A tile's per-block weight scales and dots (N > 1; else unused).
     use core::mem::MaybeUninit;
     let uninit = MaybeUninit::<__m256i>::uninit();
@@ -527,57 +517,10 @@ fn fused_avx2<F: Format, const N: usize>(
         let (wm, rel, wbad) = f16_rel8(head(blk), base1);
         bad = _mm256_or_si256(bad, wbad);
         hi = _mm256_max_epu32(hi, rel);
-        let at = |r: usize, o: usize| r * rb + blk * bs + o;
-        // The next group's bytes (contiguous), front to back, a
-        // block's share at a time (Q4_1: 80 bytes, two prefetches
-        // 64 bytes apart; Q8_0: 136, three). One prefetch per row at
-        // the same block, as before, left the 30 MB Q8_0 head ≈ 25 %
-        // slower and decode ≈ 6 % slower on the AVX2 VM.
-        let next = ROW_GROUP * rb + ROW_GROUP * bs * blk;
-        for o in (0..ROW_GROUP * bs).step_by(64) {
-            let p = base_ptr.wrapping_add(next + o);
-            _mm_prefetch::<_MM_HINT_T0>(p.cast());
-        }
-        // The four rows' weight bytes, decoded once for the whole tile:
-        // Q4_1 nibbles as unsigned bytes; Q8_0 magnitudes and raw signs.
-        let (w, sgn) = if F::IS_Q4_1 {
-            // The 16 bytes in both halves; the upper half's dwords shifted
-            // by 4, so after the mask it holds the high nibbles.
-            // SAFETY: at(r, 4) + 16 ≤ at(r, bs) ≤ 4·rb ≤ group.len().
-            let ld = |r: usize| unsafe {
-                _mm256_broadcastsi128_si256(_mm_loadu_si128(base_ptr.add(at(r, 4)).cast()))
-            };
-            let un = |q: __m256i| _mm256_and_si256(_mm256_srlv_epi32(q, nib_shift), mask);
-            (
-                [un(ld(0)), un(ld(1)), un(ld(2)), un(ld(3))],
-                [zero; ROW_GROUP],
-            )
-        } else {
-            let ld = |r: usize| {
-                if F::IS_Q5_0 {
-                    // SAFETY: at(r, 6) + 16 = at(r, bs) ≤ 4·rb ≤ group.len(),
-                    // and at(r, 2) + 4 ≤ at(r, bs) for the `qh` word.
-                    let (qs, qh) = unsafe {
-                        (
-                            _mm256_broadcastsi128_si256(_mm_loadu_si128(
-                                base_ptr.add(at(r, 6)).cast(),
-                            )),
-                            base_ptr.add(at(r, 2)).cast::<u32>().read_unaligned(),
-                        )
-                    };
-                    let nib = _mm256_and_si256(_mm256_srlv_epi32(qs, nib_shift), mask);
-                    let high = _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10));
-                    _mm256_sub_epi8(_mm256_or_si256(nib, high), _mm256_set1_epi8(16))
-                } else {
-                    // SAFETY: at(r, 2) + 32 = at(r, bs) ≤ 4·rb ≤ group.len().
-                    unsafe { _mm256_loadu_si256(base_ptr.add(at(r, 2)).cast()) }
-                }
-            };
-            let x = [ld(0), ld(1), ld(2), ld(3)];
-            // Written out: `x.map(..)` was sometimes left a call.
-            let abs = |i: usize| _mm256_sign_epi8(x[i], x[i]);
-            ([abs(0), abs(1), abs(2), abs(3)], x)
-        };
+        prefetch_next_group::<F>(base_ptr, rb, blk);
+        // SAFETY: block blk < b0 + nb of the four rows lies inside `group`
+        // (`tile_in_bounds`).
+        let (w, sgn) = unsafe { block_weights_avx2::<F>(base_ptr, rb, blk) };
         let w = arrange_avx2::<F>(w, N > 1);
         if N > 1 {
             // A tile: this block's dots of every input row now, the
@@ -598,7 +541,7 @@ fn fused_avx2<F: Format, const N: usize>(
         let sumi = block_dots4_avx2::<F>(&w, &sgn, y, false);
         // SAFETY: b < nb, and `in_bounds` checked t.sc[0].len() ≥ nb.
         let s = unsafe { t.sc[0].get_unchecked(b) };
-        (acc_d[0], acc_m[0]) = scale(acc_d[0], acc_m[0], wm, rel, sumi, s);
+        (acc_d[0], acc_m[0]) = scale_block_avx2::<F>((acc_d[0], acc_m[0]), wm, rel, sumi, s);
     }
     if N > 1 {
         for j in 0..n {
@@ -617,7 +560,7 @@ fn fused_avx2<F: Format, const N: usize>(
                         tile_sums[b][j].assume_init(),
                     )
                 };
-                (ad, am) = scale(ad, am, wm, rel, sumi, s);
+                (ad, am) = scale_block_avx2::<F>((ad, am), wm, rel, sumi, s);
             }
             (acc_d[j], acc_m[j]) = (ad, am);
         }
@@ -627,6 +570,115 @@ fn fused_avx2<F: Format, const N: usize>(
         res[j] = chunk_result::<F>(&t.ch[j], &hi, &base1, &badv, acc_d[j], acc_m[j]);
     }
     res
+}
+
+/// Prefetches the next group's share of block `blk` of a group of four
+/// rows at stride `rb`: the next group's bytes (contiguous), front to back,
+/// a block's share at a time (Q4_1: 80 bytes, two prefetches 64 bytes
+/// apart; Q8_0: 136, three). One prefetch per row at the same block, as
+/// before, left the 30 MB Q8_0 head ≈ 25 % slower and decode ≈ 6 % slower
+/// on the AVX2 VM. (A prefetch never faults: the address may lie past the
+/// matrix.)
+#[target_feature(enable = "avx2")]
+#[inline]
+fn prefetch_next_group<F: Format>(base_ptr: *const u8, rb: usize, blk: usize) {
+    let bs = F::BLOCK_BYTES;
+    let next = ROW_GROUP * rb + ROW_GROUP * bs * blk;
+    for o in (0..ROW_GROUP * bs).step_by(64) {
+        let p = base_ptr.wrapping_add(next + o);
+        _mm_prefetch::<_MM_HINT_T0>(p.cast());
+    }
+}
+
+/// The four weight rows' bytes of block `blk` (rows at stride `rb` from
+/// `base_ptr`), decoded once for a whole tile of input rows as
+/// [`block_dots4_avx2`] takes them: Q4_1 nibbles as unsigned bytes (and no
+/// signs); Q5_0 and Q8_0 the magnitudes of their signed values, and the
+/// values themselves, whose signs move onto the activations.
+///
+/// # Safety
+/// Block `blk` of each row `r < 4` (`F::BLOCK_BYTES` bytes at
+/// `r·rb + blk·bs`) lies inside one allocation starting at `base_ptr`.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn block_weights_avx2<F: Format>(
+    base_ptr: *const u8,
+    rb: usize,
+    blk: usize,
+) -> ([__m256i; ROW_GROUP], [__m256i; ROW_GROUP]) {
+    let bs = F::BLOCK_BYTES;
+    let mask = _mm256_set1_epi8(0x0F);
+    let nib_shift = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
+    let at = |r: usize, o: usize| r * rb + blk * bs + o;
+    if F::IS_Q4_1 {
+        // The 16 bytes in both halves; the upper half's dwords shifted
+        // by 4, so after the mask it holds the high nibbles.
+        // SAFETY: at(r, 4) + 16 ≤ at(r, bs), inside the allocation (the
+        // caller's bound).
+        let ld = |r: usize| unsafe {
+            _mm256_broadcastsi128_si256(_mm_loadu_si128(base_ptr.add(at(r, 4)).cast()))
+        };
+        let un = |q: __m256i| _mm256_and_si256(_mm256_srlv_epi32(q, nib_shift), mask);
+        (
+            [un(ld(0)), un(ld(1)), un(ld(2)), un(ld(3))],
+            [_mm256_setzero_si256(); ROW_GROUP],
+        )
+    } else {
+        let ld = |r: usize| {
+            if F::IS_Q5_0 {
+                // SAFETY: at(r, 6) + 16 = at(r, bs), and at(r, 2) + 4 ≤
+                // at(r, bs) for the `qh` word: inside the allocation (the
+                // caller's bound).
+                let (qs, qh) = unsafe {
+                    (
+                        _mm256_broadcastsi128_si256(_mm_loadu_si128(base_ptr.add(at(r, 6)).cast())),
+                        base_ptr.add(at(r, 2)).cast::<u32>().read_unaligned(),
+                    )
+                };
+                let nib = _mm256_and_si256(_mm256_srlv_epi32(qs, nib_shift), mask);
+                let high = _mm256_and_si256(bits_to_bytes(qh), _mm256_set1_epi8(0x10));
+                _mm256_sub_epi8(_mm256_or_si256(nib, high), _mm256_set1_epi8(16))
+            } else {
+                // SAFETY: at(r, 2) + 32 = at(r, bs), inside the allocation
+                // (the caller's bound).
+                unsafe { _mm256_loadu_si256(base_ptr.add(at(r, 2)).cast()) }
+            }
+        };
+        let x = [ld(0), ld(1), ld(2), ld(3)];
+        // Written out: `x.map(..)` was sometimes left a call.
+        let abs = |i: usize| _mm256_sign_epi8(x[i], x[i]);
+        ([abs(0), abs(1), abs(2), abs(3)], x)
+    }
+}
+
+/// One block's exact terms added to an input row's sums `(ad, am)`:
+/// `c = [dm·sdm, mm·ssm]` per weight row (`wm`: the weight mantissas in
+/// lanes `[d0 m0 d1 m1 d2 m2 d3 m3]`, `rel` their shifts; `s`: the
+/// activation block's scales) times the block sums `sumi` (`vpmuldq`),
+/// shifted by `[drel + sdrel, mrel + ssrel]` (`vpsllvq`). Shift counts
+/// masked to 0..=63: a wider count only occurs in a chunk reported not ok
+/// (its sums are discarded), and the mask lets the shifts compile to a bare
+/// `vpsllvq`.
+#[target_feature(enable = "avx2")]
+#[inline]
+fn scale_block_avx2<F: Format>(
+    (ad, am): (__m256i, __m256i),
+    wm: __m256i,
+    rel: __m256i,
+    sumi: __m256i,
+    s: &ActScale,
+) -> (__m256i, __m256i) {
+    let six = _mm256_set1_epi64x(63);
+    let c = _mm256_mullo_epi32(wm, lane_pairs(s.dm, s.sm));
+    let sh = _mm256_add_epi32(rel, lane_pairs(s.drel as i32, s.srel as i32));
+    let td = _mm256_mul_epi32(c, sumi);
+    let ad = _mm256_add_epi64(ad, _mm256_sllv_epi64(td, _mm256_and_si256(sh, six)));
+    if !F::IS_Q4_1 {
+        return (ad, am);
+    }
+    let tm = _mm256_mul_epi32(_mm256_srli_epi64(c, 32), _mm256_set1_epi64x(1));
+    let shm = _mm256_and_si256(_mm256_srli_epi64(sh, 32), six);
+    (ad, _mm256_add_epi64(am, _mm256_sllv_epi64(tm, shm)))
 }
 
 /// Dword index of `ActScale` field at byte `off` (the struct is `repr(C)`,

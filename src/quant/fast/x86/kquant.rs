@@ -1,21 +1,22 @@
 //! The hand-written x86 builds of the Q4_K / Q6_K row kernels of
-//! [`super::kquant`] (x86-64, feature `std`; the builds chosen by
-//! [`crate::simd::level`]): one weight row against one input row
-//! ([`kquant_builds`]); with several input rows four weight rows at a time
-//! against one input row ([`kquant_tile`]), in AVX2 intrinsics (also
-//! compiled with the AVX-512 features, as `multiversion!` does); and on
+//! [`kquant`] (x86-64, feature `std`; each handed out where
+//! [`crate::simd::level`] says the CPU runs it, `super::super::dispatch`
+//! picking which): one weight row against one input row, and with several
+//! input rows four weight rows at a time against one input row, in AVX2
+//! intrinsics ([`avx2`]; also compiled with the AVX-512 features, as
+//! `multiversion!` does: [`avx512`]); and on
 //! AVX-512 VNNI one or [`WIDE_GROUPS`] tiles of four weight rows against
-//! up to [`WIDE_ACT_TILE`] input rows ([`kquant_tile_vnni`]:
+//! up to [`WIDE_ACT_TILE`] input rows ([`vnni_tiles`]:
 //! [`q4_k_tile_vnni`], [`q6_k_tile_vnni`]), each weight super-block decoded
 //! once for all of the input rows, each input row's terms taken once for
 //! all of the tiles.
 //!
 //! Contract: they compute exactly the `i32` sub-block sums and the `i64`
-//! super-block sums of [`super::kquant`]'s portable bodies, then the same
+//! super-block sums of [`kquant`]'s portable bodies, then the same
 //! `i128` steps — same integers, another instruction sequence — so results
-//! are the same bits; `tests/kernels_matmul.rs` checks that by proptest
+//! are the same bits; `tests/kernels/matmul.rs` checks that by proptest
 //! (every path, and that the one asked for ran), `tests/kernels_guarded.rs`
-//! that they read only their inputs (guard pages), `tests/quant_exact.rs`
+//! that they read only their inputs (guard pages), `tests/kernels/quant_exact.rs`
 //! extreme blocks.
 //!
 //! ## The VNNI tile, and why it is exact
@@ -65,20 +66,20 @@
 //! elements), that tile's cells of that input row take each super-block as
 //! before: within the limit on the super-block's own `spread`
 //! ([`kquant::LIM_Q4_K`], [`kquant::LIM_Q6_K`]; [`ActTerms`]) the `i64`
-//! sums `I` (and Q4_K's `M`) of [`super::kquant`] by [`row_sums`] /
+//! sums `I` (and Q4_K's `M`) of [`kquant`] by [`row_sums`] /
 //! [`row_sums2`] (`sc·sumq < 2^22` and `mn·bsum < 2^18` in `i32` lanes,
 //! times `am` by `vpmuldq`, shifted by `rel ≤ spread`), then per cell the
 //! portable body's `i128` step(s) (Q4_K's two as one, `(I·dm' − M·nm') <<
 //! (lo + base)` with the mantissas brought to `lo = min(dsh, nsh)`:
 //! [`q4_k_add`]); beyond it per sub-block in `i128` as there. Integer
 //! addition being associative, every cell is the portable body's integer.
-//! `tests/kernels_matmul.rs` (`kquant_chunk_limits_agree`) runs each limit
+//! `tests/kernels/matmul.rs` (`kquant_chunk_limits_agree`) runs each limit
 //! at and one past its value with terms at their largest.
 //!
 //! ## Unsafe review
 //! * Every `unsafe` block is a call of a `#[target_feature]` function, made
-//!   only through a function pointer that [`kquant_builds`],
-//!   [`kquant_tile`] or [`kquant_tile_vnni`] hands out after
+//!   only through a function pointer that [`avx2`], [`avx512`] or
+//!   [`vnni_tiles`] hands out after
 //!   [`crate::simd::level`] confirmed each of its features
 //!   ([`Level::Avx2`]: AVX2, BMI1, BMI2, LZCNT; [`Level::Avx512`]: those
 //!   and AVX-512 F, CD, VL, DQ, BW; [`Level::Avx512Vnni`]: those and
@@ -92,33 +93,44 @@
 //!   pointers, no uninitialised memory.
 #![allow(unsafe_code)]
 
-use super::kquant::{self, WIDE_ACT_TILE, WIDE_GROUPS};
 use crate::quant::GgmlType;
 use crate::quant::act::{ActRow, ActScale, CHUNK_BLOCKS, ChunkScale, FLAG_D_NONFINITE};
 use crate::quant::block::{QK, QK_K};
+use crate::quant::fast::kquant::{self, WIDE_ACT_TILE, WIDE_GROUPS};
 use crate::quant::fixed::{ExactAcc, f16_fixed, f16_nonfinite};
 use crate::simd::Level;
 use core::arch::x86_64::*;
 
-/// The hand-written `[AVX-512, AVX2]` builds of the Q4_K and Q6_K row
-/// kernels ([`super::kquant`]) this CPU runs, `None` for other formats.
-/// Both builds are the same AVX2 intrinsics (the AVX-512 one compiled with
-/// the AVX-512 features too, as `multiversion!` does): the sub-block byte
-/// dots by `vpmaddubsw` / `vpmaddwd` into one `i32` vector per sub-block,
-/// the eight vectors summed together by a `vphaddd` tree, then the
-/// super-block's `i64` sum of [`super::kquant`] in vectors
-/// ([`scaled_sum_split`]) and its `i128` steps as there.
-pub(super) fn kquant_builds(ty: GgmlType) -> Option<[Option<kquant::RowFn>; 2]> {
-    let level = crate::simd::level();
-    let (wide, narrow): (kquant::RowFn, kquant::RowFn) = match ty {
-        GgmlType::Q4_K => (q4_k_avx512_entry, q4_k_avx2_entry),
-        GgmlType::Q6_K => (q6_k_avx512_entry, q6_k_avx2_entry),
-        _ => return None,
-    };
-    if level < Level::Avx2 {
+/// The AVX2 builds of the Q4_K or Q6_K row kernel ([`kquant`]) and of its
+/// tile (four weight rows against one input row), if this CPU runs
+/// [`Level::Avx2`]; `None` for other formats. The sub-block byte dots by
+/// `vpmaddubsw` / `vpmaddwd` into one `i32` vector per sub-block, the
+/// eight vectors summed together by a `vphaddd` tree, then the
+/// super-block's `i64` sum of [`kquant`] in vectors ([`scaled_sum_split`])
+/// and its `i128` steps as there.
+pub(in crate::quant::fast) fn avx2(ty: GgmlType) -> Option<(kquant::RowFn, kquant::TileFn)> {
+    if crate::simd::level() < Level::Avx2 {
         return None;
     }
-    Some([(level >= Level::Avx512).then_some(wide), Some(narrow)])
+    match ty {
+        GgmlType::Q4_K => Some((q4_k_avx2_entry, q4_k_tile_avx2_entry)),
+        GgmlType::Q6_K => Some((q6_k_avx2_entry, q6_k_tile_avx2_entry)),
+        _ => None,
+    }
+}
+
+/// [`avx2`]'s kernels compiled with the AVX-512 features too (the same
+/// intrinsics, as `multiversion!` does), if this CPU runs
+/// [`Level::Avx512`].
+pub(in crate::quant::fast) fn avx512(ty: GgmlType) -> Option<(kquant::RowFn, kquant::TileFn)> {
+    if crate::simd::level() < Level::Avx512 {
+        return None;
+    }
+    match ty {
+        GgmlType::Q4_K => Some((q4_k_avx512_entry, q4_k_tile_avx512_entry)),
+        GgmlType::Q6_K => Some((q6_k_avx512_entry, q6_k_tile_avx512_entry)),
+        _ => None,
+    }
 }
 
 /// The eight `i32` lanes of `v`.
@@ -182,7 +194,7 @@ fn v8(v: [i32; 8]) -> __m256i {
 /// The Q4_K row kernel: the sub-block sums by `vpmaddubsw` / `vpmaddwd`
 /// (nibbles `0..=15` times activations in `-127..=127`, pairs at most
 /// `2·15·127`, never saturating) summed by [`sum8v`], and, within
-/// [`kquant::LIM_Q4_K`], the `i64` sums `I` and `M` of [`super::kquant`]
+/// [`kquant::LIM_Q4_K`], the `i64` sums `I` and `M` of [`kquant`]
 /// (`Σ_j ((sc_j·sumq_j)·am_j) << rel_j`, `Σ_j ((mn_j·bsum_j)·am_j) <<
 /// rel_j`: the same integers, `sc·sumq < 2^22` and `mn·bsum < 2^18` exact
 /// in `i32`) in vectors; beyond it, per sub-block in `i128` as there.
@@ -358,11 +370,14 @@ impl SuperAct {
 /// for one weight row: its sub-block sums `sumi` (as `q6_k_sumi`) added to
 /// `acc`. Within [`kquant::LIM_Q6_K`] (`act.spread`), `I = Σ_j (sumi_j·am_j)
 /// << rel_j` in `i64` by [`scaled_sum_split`] and one `i128` step `(I·dm)
-/// << (dsh + base)`; beyond it, per sub-block in `i128`, as
-/// [`super::kquant`] does. The same integer either way. (`#[inline]`, not
-/// `#[inline(always)]`: stable Rust rejects the latter with
-/// `#[target_feature]`; both callers are built with a superset of its
-/// features, so it inlines.)
+/// << (dsh + base)`; beyond it, per sub-block in `i128`
+/// ([`q6_k_sub_blocks_in_i128`]). The same integer either way.
+/// (`#[inline]`, not `#[inline(always)]`: stable Rust rejects the latter
+/// with `#[target_feature]`; both callers are built with a superset of its
+/// features. The rare wide-spread case is kept out of line so that this
+/// stays small enough to inline whatever else shares its codegen unit:
+/// with it inside, moving files once left it a call per super-block in
+/// the one-row kernel.)
 #[target_feature(enable = "avx2")]
 #[inline]
 fn q6_k_super_end(acc: &mut ExactAcc, blk: &[u8], sumi: __m256i, act: &SuperAct, ys: &[ActScale]) {
@@ -373,10 +388,24 @@ fn q6_k_super_end(acc: &mut ExactAcc, blk: &[u8], sumi: __m256i, act: &SuperAct,
         let id = scaled_sum_split(sumi, act.am, act.r);
         acc.sum += (id as i128 * dm as i128) << (dsh + act.base);
     } else {
-        let sumi = to_array(sumi);
-        for (j, s) in ys.iter().enumerate() {
-            acc.add_shifted(sumi[j] as i64 * (dm * s.dm) as i64, dsh + s.dsh);
-        }
+        q6_k_sub_blocks_in_i128(acc, (dm, dsh), &to_array(sumi), ys);
+    }
+}
+
+/// A Q6_K super-block's sub-block sums `sumi` added to `acc` one by one in
+/// `i128`, each at its own shift (`dm`, `dsh`: the super-block's `f16`
+/// scale; `ys`: its eight activation scales), as [`kquant`] does beyond
+/// [`kquant::LIM_Q6_K`].
+#[cold]
+#[inline(never)]
+fn q6_k_sub_blocks_in_i128(
+    acc: &mut ExactAcc,
+    (dm, dsh): (i32, u32),
+    sumi: &[i32; 8],
+    ys: &[ActScale],
+) {
+    for (j, s) in ys.iter().enumerate() {
+        acc.add_shifted(sumi[j] as i64 * (dm * s.dm) as i64, dsh + s.dsh);
     }
 }
 
@@ -519,7 +548,7 @@ kquant_build!(
 
 /// [`kquant::RowFn`] entry of [`q4_k_avx2`].
 fn q4_k_avx2_entry(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
-    // SAFETY: only handed out by `kquant_builds`, after `simd::level()`
+    // SAFETY: only handed out by `avx2`, after `simd::level()`
     // returned `Avx2` or wider: AVX2, BMI1, BMI2, LZCNT.
     unsafe { q4_k_avx2(row, a) }
 }
@@ -532,7 +561,7 @@ fn q6_k_avx2_entry(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
 
 /// [`kquant::RowFn`] entry of [`q4_k_avx512`].
 fn q4_k_avx512_entry(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
-    // SAFETY: only handed out by `kquant_builds`, after `simd::level()`
+    // SAFETY: only handed out by `avx512`, after `simd::level()`
     // returned `Avx512` or wider: the AVX2 set and AVX-512 F, CD, VL, DQ, BW.
     unsafe { q4_k_avx512(row, a) }
 }
@@ -543,30 +572,16 @@ fn q6_k_avx512_entry(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
     unsafe { q6_k_avx512(row, a) }
 }
 
-/// The tile build of the Q4_K or Q6_K row kernel for the build `kquant_builds`
-/// handed out at `level` ([`Level::Avx512`] or [`Level::Avx2`]), if this
-/// CPU runs it; `None` for other formats.
-pub(super) fn kquant_tile(ty: GgmlType, level: Level) -> Option<kquant::TileFn> {
-    let cpu = crate::simd::level();
-    match (ty, level) {
-        (GgmlType::Q4_K, Level::Avx512) if cpu >= Level::Avx512 => Some(q4_k_tile_avx512_entry),
-        (GgmlType::Q4_K, Level::Avx2) if cpu >= Level::Avx2 => Some(q4_k_tile_avx2_entry),
-        (GgmlType::Q6_K, Level::Avx512) if cpu >= Level::Avx512 => Some(q6_k_tile_avx512_entry),
-        (GgmlType::Q6_K, Level::Avx2) if cpu >= Level::Avx2 => Some(q6_k_tile_avx2_entry),
-        _ => None,
-    }
-}
-
 /// [`kquant::TileFn`] entry of [`q4_k_tile_avx2`].
 fn q4_k_tile_avx2_entry(rows: [&[u8]; kquant::TILE], a: &ActRow<'_>) -> [ExactAcc; kquant::TILE] {
-    // SAFETY: only handed out by `kquant_tile`, after `simd::level()`
+    // SAFETY: only handed out by `avx2`, after `simd::level()`
     // returned `Avx2` or wider: AVX2, BMI1, BMI2, LZCNT.
     unsafe { q4_k_tile_avx2(rows, a) }
 }
 
 /// [`kquant::TileFn`] entry of [`q4_k_tile_avx512`].
 fn q4_k_tile_avx512_entry(rows: [&[u8]; kquant::TILE], a: &ActRow<'_>) -> [ExactAcc; kquant::TILE] {
-    // SAFETY: only handed out by `kquant_tile`, after `simd::level()`
+    // SAFETY: only handed out by `avx512`, after `simd::level()`
     // returned `Avx512` or wider: the AVX2 set and AVX-512 F, CD, VL, DQ, BW.
     unsafe { q4_k_tile_avx512(rows, a) }
 }
@@ -590,7 +605,7 @@ fn q6_k_tile_avx512_entry(rows: [&[u8]; kquant::TILE], a: &ActRow<'_>) -> [Exact
 /// The VNNI tile kernels for `ty` ([`q4_k_tile_vnni`] or
 /// [`q6_k_tile_vnni`], for one tile and for [`WIDE_GROUPS`]) if this CPU
 /// runs them ([`Level::Avx512Vnni`]); `None` for other formats.
-pub(super) fn kquant_tile_vnni(ty: GgmlType) -> Option<kquant::MultiTileFns> {
+pub(in crate::quant::fast) fn vnni_tiles(ty: GgmlType) -> Option<kquant::MultiTileFns> {
     if crate::simd::level() < Level::Avx512Vnni {
         return None;
     }
@@ -613,7 +628,7 @@ fn q4_k_tile_vnni_entry<const G: usize>(
     acts: &[ActRow<'_>],
     out: &mut [Cells; G],
 ) {
-    // SAFETY: only handed out by `kquant_tile_vnni`, after `simd::level()`
+    // SAFETY: only handed out by `vnni_tiles`, after `simd::level()`
     // returned `Avx512Vnni`: AVX2, BMI1, BMI2, LZCNT and AVX-512 F, CD, VL,
     // DQ, BW and VNNI.
     unsafe { q4_k_tile_vnni(rows, acts, out) }
@@ -874,7 +889,7 @@ fn pair_halves(a: __m512i, b: __m512i) -> __m512i {
 /// 0 and 1 hold `[row 0, row 2]`, lanes 2 and 3 `[row 1, row 3]`.
 /// Precondition (the caller's): `act.spread` within the format's limit, so
 /// that every partial sum, a subset of the row's terms, stays below 2^62
-/// ([`super::kquant`]'s table).
+/// ([`kquant`]'s table).
 #[target_feature(enable = "avx512f")]
 #[inline]
 fn row_partials(x: [__m512i; 2], act: &ActTerms) -> __m512i {
@@ -1323,7 +1338,7 @@ fn chunk_flush(acc: &[__m512i; 2], w: &WeightBases, abase: u32, cells: &mut Cell
 /// The Q4_K tile: `G` tiles of four weight rows (whole 144-byte
 /// super-blocks, all the same length) against up to [`WIDE_ACT_TILE`]
 /// input rows `acts` (each with its `qs` and `sc` as long as the rows),
-/// cell `[g][r][j]` the same integers as [`super::kquant`]'s `q4_k_row` of
+/// cell `[g][r][j]` the same integers as [`kquant`]'s `q4_k_row` of
 /// row `r` of tile `g` and input `j`: chunk by chunk of
 /// [`kquant::CHUNK_SUPERS`] super-blocks ([`q4_k_chunk`]).
 #[target_feature(
