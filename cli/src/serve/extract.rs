@@ -12,20 +12,34 @@
 #![forbid(unsafe_code)]
 
 use super::error::ApiError;
-use super::http::Shared;
 use axum::body::{Body, Bytes};
-use axum::extract::{FromRequest, FromRequestParts, Path, Request};
+use axum::extract::{FromRef, FromRequest, FromRequestParts, Path, Request};
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
+
+/// What [`ApiJson`] takes from the router's state: the body's limits.
+#[derive(Clone, Copy, Debug)]
+pub struct BodyLimits {
+    /// Largest body in bytes (`--max-body`).
+    pub max_bytes: usize,
+    /// Time to read the whole body (`--timeout`).
+    pub timeout: std::time::Duration,
+}
 
 /// A JSON body deserialized into `T`.
 pub struct ApiJson<T>(pub T);
 
-impl<T: DeserializeOwned> FromRequest<Shared> for ApiJson<T> {
+impl<S, T> FromRequest<S> for ApiJson<T>
+where
+    T: DeserializeOwned,
+    BodyLimits: FromRef<S>,
+    S: Send + Sync,
+{
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, st: &Shared) -> Result<Self, ApiError> {
-        let bytes = read_body(st.body_limit, st.body_timeout, req.into_body()).await?;
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let limits = BodyLimits::from_ref(state);
+        let bytes = read_body(limits.max_bytes, limits.timeout, req.into_body()).await?;
         parse_json(&bytes).map(ApiJson)
     }
 }

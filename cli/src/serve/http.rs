@@ -21,12 +21,12 @@ use super::api::{
     TopLogprob, Usage,
 };
 use super::error::ApiError;
-use super::extract::{ApiJson, PathId};
+use super::extract::{ApiJson, BodyLimits, PathId};
 use super::metrics::{Metrics, Outcome};
 use super::protocol::{Accepted, Alternative, Command, Event, Finish};
 use axum::Json;
 use axum::Router;
-use axum::extract::{Request, State};
+use axum::extract::{FromRef, Request, State};
 use axum::handler::Handler;
 use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
@@ -66,6 +66,15 @@ pub struct AppState {
 
 /// The state every handler and extractor gets.
 pub type Shared = Arc<AppState>;
+
+impl FromRef<Shared> for BodyLimits {
+    fn from_ref(st: &Shared) -> Self {
+        BodyLimits {
+            max_bytes: st.body_limit,
+            timeout: st.body_timeout,
+        }
+    }
+}
 
 /// The router with every route, the API-key check and JSON 404/405 answers.
 pub fn router(state: Shared) -> Router {
