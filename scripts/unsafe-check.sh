@@ -42,7 +42,7 @@ run_inventory() {
     stamp inventory
     local doc=docs/UNSAFE.md rows fails=0 f n listed
     rows=$(sed -n '/<!-- inventory begin -->/,/<!-- inventory end -->/p' "$doc" |
-        sed -n 's/^| `\(src\/[^`]*\)` | \([0-9][0-9]*\) |.*/\1 \2/p')
+        sed -n 's/^| `\(\(cli\/\)\{0,1\}src\/[^`]*\)` | \([0-9][0-9]*\) |.*/\1 \3/p')
     if [ -z "$rows" ]; then
         echo "inventory: no rows between the inventory markers in $doc" >&2
         return 1
@@ -71,12 +71,12 @@ run_inventory() {
                 "and has no row in $doc's inventory: add the line (or a row saying why not)" >&2
             fails=$((fails + 1))
         fi
-    done < <(find src -name '*.rs' | LC_ALL=C sort)
+    done < <(find src cli/src -name '*.rs' | LC_ALL=C sort)
     if [ "$fails" -ne 0 ]; then
         echo "inventory: $fails problem(s)" >&2
         return 1
     fi
-    echo "inventory: $(find src -name '*.rs' | wc -l) files, $(wc -l <<<"$rows") listed, all consistent"
+    echo "inventory: $(find src cli/src -name '*.rs' | wc -l) files, $(wc -l <<<"$rows") listed, all consistent"
 }
 
 run_loom() {
@@ -111,11 +111,11 @@ run_miri() {
 run_tsan() {
     stamp tsan
     ensure_nightly
-    # The threaded engine test: engine_props::threads_change_nothing runs the
+    # The threaded engine test: props::threads_change_nothing (tests/engine) runs the
     # engine's real regions on pools of 2 to 4 threads.
     RUSTFLAGS="-Zsanitizer=thread" RUSTDOCFLAGS="-Zsanitizer=thread" TSAN_OPTIONS="halt_on_error=1" \
         nice cargo +nightly test -Zbuild-std --target "$host" --features std \
-        --test pool --test engine_props -- \
+        --test pool --test engine -- \
         chunks_match_serial panic_is_raised sleeping_workers quantize_par threads_change_nothing
 }
 
