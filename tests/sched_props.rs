@@ -21,7 +21,10 @@
 //! sampled from (checked: the digest chain over them equals `generate`'s),
 //! and the reference logprobs are `sched::logprobs` over those rows.
 //!
-//! Cases: `SCHED_CASES` (default 64, well under a minute in release).
+//! Cases: `SCHED_CASES` (default 64, well under a minute in release). A
+//! failing case is saved to `tests/sched_props.proptest-regressions` and
+//! replayed first on every later run (commit the file to keep it);
+//! `PROPTEST_RNG_SEED=<u64>` fixes the seed of a whole run.
 
 use detllm::audit::DigestChain;
 use detllm::gguf::File;
@@ -608,9 +611,14 @@ fn cases() -> u32 {
 
 #[test]
 fn every_completion_equals_its_solo_run() {
+    // Failures are replayable: a failing case's seed is saved to
+    // tests/sched_props.proptest-regressions (the file beside this source,
+    // proptest's default persistence, which needs `source_file`) and
+    // replayed first on every later run; PROPTEST_RNG_SEED=<u64> fixes the
+    // seed of a whole run.
     let mut runner = TestRunner::new(Config {
         cases: cases(),
-        failure_persistence: None,
+        source_file: Some(file!()),
         ..Config::default()
     });
     let cov = RefCell::new(Coverage::default());
