@@ -99,8 +99,6 @@ struct Stats {
     mean_kl: f64,
     top1: f64,
     max_abs: f64,
-    /// Vocabulary size.
-    vocab: usize,
     /// Mean KL(llama.cpp ‖ uniform) over the top-k and the rest bucket.
     mean_kl_uniform: f64,
     /// Mean |NLL_detllm − NLL_llama.cpp| of the next token, per row.
@@ -231,7 +229,6 @@ fn compare(bytes: &[u8], golden: &Value, plant: Plant) -> Stats {
         mean_kl: kl_sum / n,
         top1: agree as f64 / n,
         max_abs,
-        vocab,
         mean_kl_uniform: klu_sum / n,
         mean_nll_delta: nll_delta / n_scored as f64,
         mean_nll_uniform: nll_uniform / n_scored as f64,

@@ -300,7 +300,7 @@ mod tests {
                 2 => (next() % 40) as i32 + 100 - len as i32,      // around overflow
                 3 => {
                     let d = (next() % 300) as i32; // both ends of i32
-                    if next() % 2 == 0 {
+                    if next().is_multiple_of(2) {
                         i32::MIN + d
                     } else {
                         i32::MAX - d
