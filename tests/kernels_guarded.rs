@@ -270,7 +270,14 @@ const MAX_M: usize = if cfg!(miri) { 3 } else { 40 };
 const MAX_GROUPS: usize = if cfg!(miri) { 3 } else { 6 };
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: CASES, failure_persistence: None, ..ProptestConfig::default() })]
+    // A failure is saved to tests/kernels_guarded.proptest-regressions and
+    // replayed first on every later run; not under Miri, whose isolation
+    // forbids the file.
+    #![proptest_config(ProptestConfig {
+        cases: CASES,
+        failure_persistence: if cfg!(miri) { None } else { ProptestConfig::default().failure_persistence },
+        ..ProptestConfig::default()
+    })]
 
     /// Blocks per row across one and several activation chunks, one and
     /// several row groups (four and five: a wide group), single inputs and

@@ -59,12 +59,11 @@ macro_rules! round_pack_fn {
             }
             // Bit length of sig; the value's leading bit sits at 2^(n - 1 + exp).
             let n = <$t>::BITS as i32 - sig.leading_zeros() as i32;
-            // Keep 24 bits for a normal result; never go below the quantum 2^-149.
-            let shift = if (n - 24) > (-149 - exp) {
-                n - 24
-            } else {
-                -149 - exp
-            };
+            // Keep 24 bits for a normal result; never go below the quantum
+            // 2^-149. `-149 - exp` leaves i32 only for exp > i32::MAX - 149,
+            // below n - 24 however it saturates: the max is then n - 24, and
+            // every exp in i32 reaches the right branch below.
+            let shift = (n - 24).max((-149i32).saturating_sub(exp));
             let (q, lsb_exp) = if shift <= 0 {
                 // Exact: fewer bits than the result holds. lsb_exp >= -149 here.
                 (sig << (-shift) as u32, exp.saturating_add(shift))
@@ -163,13 +162,119 @@ pub(crate) fn from_i64_scaled_try(sig: i64, exp: i32) -> (F32, bool) {
 mod tests {
     use super::*;
 
+    /// `sig · 2^exp` rounded to binary32 by a route independent of
+    /// [`round_pack`]: `|sig|` cut to its top 53 bits with the bits below
+    /// ORed into the last one (a sticky bit at least 29 bits below any
+    /// binary32 rounding position, so it can only break a tie, as the exact
+    /// value would), the exponent widened to `i64` and clamped to where the
+    /// answer no longer changes (a cut `|sig|` is below 2^53: from 2^200 up
+    /// it overflows, below 2^-247 it rounds to zero), the product formed
+    /// exactly in f64 and rounded once by the host's f64 → f32 conversion.
+    fn scaled_by_f64(neg: bool, mag: u128, exp: i32) -> u32 {
+        let cut = (128 - mag.leading_zeros()).saturating_sub(53);
+        let kept = (mag >> cut) | (mag & ((1u128 << cut) - 1) != 0) as u128;
+        let e = (exp as i64 + cut as i64).clamp(-300, 200);
+        let scale = f64::from_bits(((e + 1023) as u64) << 52);
+        let v = (kept as f64 * scale) as f32;
+        v.to_bits() | if neg { 0x8000_0000 } else { 0 }
+    }
+
+    /// The reference itself on values whose binary32 is known by hand:
+    /// `1 · 2^exp` at the ends of the exponent range and `i32`.
+    #[test]
+    fn scaled_by_f64_knows_the_edges() {
+        for (exp, want) in [
+            (i32::MIN, 0),
+            (-151, 0),
+            (-150, 0), // 2^-150: a tie between 0 and 2^-149, to even
+            (-149, 1),
+            (-126, 0x0080_0000),
+            (0, 0x3F80_0000),
+            (127, 0x7F00_0000),
+            (128, 0x7F80_0000),
+            (i32::MAX, 0x7F80_0000),
+        ] {
+            assert_eq!(scaled_by_f64(false, 1, exp), want, "2^{exp}");
+            assert_eq!(scaled_by_f64(true, 1, exp), want | 0x8000_0000, "-2^{exp}");
+        }
+        // 3 · 2^-151 = 1.5 · 2^-150 rounds up; (2^53 + 1) · 2^-202 (the
+        // sticky bit) just above 2^-150, too.
+        assert_eq!(scaled_by_f64(false, 3, -151), 1);
+        assert_eq!(scaled_by_f64(false, (1 << 53) + 1, -203), 1);
+        assert_eq!(scaled_by_f64(false, 1 << 53, -203), 0);
+    }
+
+    /// [`round_pack`], [`round_pack_u64`] and [`F32::from_i128_scaled`]
+    /// give the IEEE answer (±∞, ±0, subnormal or normal, against
+    /// [`scaled_by_f64`]) for exponents at both ends of `i32`, where
+    /// `-149 - exp` and `exp + shift` leave `i32`, and around the edges of
+    /// the binary32 range for every significand length: the leading bit at
+    /// 2^-152 ..= 2^-146 (zero and the smallest subnormals), 2^-129 ..=
+    /// 2^-124 (subnormal to normal) and 2^125 ..= 2^130 (overflow); every
+    /// significand length from 1 to 128 bits, with patterns that tie, carry
+    /// and leave sticky bits, both signs.
+    #[test]
+    fn round_pack_every_exponent() {
+        let mut next = crate::testutil::lcg(0x0E4D_0F1E_2E4D_u64);
+        let mut checked = 0u32;
+        for len in 1..=128u32 {
+            for pattern in 0..6u32 {
+                let raw = (next() as u128) << 96
+                    | (next() as u128) << 64
+                    | (next() as u128) << 32
+                    | next() as u128;
+                let mag = match pattern {
+                    0 => raw,
+                    1 => u128::MAX,                  // rounds up, carries
+                    2 => 1 << 127,                   // a power of two
+                    3 => 1 << 127 | u128::MAX >> 25, // just below a tie
+                    // 24 bits and a half below them: a tie; and with a sticky bit.
+                    4 => raw & !(u128::MAX >> 24) | 1 << 103,
+                    _ => raw & !(u128::MAX >> 24) | 1 << 103 | 1,
+                } >> (128 - len)
+                    | 1 << (len - 1);
+                for neg in [false, true] {
+                    // As an i128 (len 128: only i128::MIN).
+                    let sig = match (len, neg) {
+                        (128, true) if mag == 1 << 127 => Some(i128::MIN),
+                        (128, _) => None,
+                        (_, true) => Some(-(mag as i128)),
+                        _ => Some(mag as i128),
+                    };
+                    let top = len as i32 - 1; // leading bit at 2^(top + exp)
+                    let ends = (0..200).flat_map(|d| [i32::MIN + d, i32::MAX - d]);
+                    let edges = [-152, -129, 125]
+                        .into_iter()
+                        .flat_map(|lead| (0..7).map(move |d| lead + d - top));
+                    let wide = (0..8).map(|_| next() as i32);
+                    for exp in ends.chain(edges).chain(wide) {
+                        let want = scaled_by_f64(neg, mag, exp);
+                        let got = round_pack(neg, mag, exp);
+                        assert_eq!(got.0, want, "round_pack {neg} {mag} · 2^{exp}");
+                        if let Some(sig) = sig {
+                            let got = F32::from_i128_scaled(sig, exp);
+                            assert_eq!(got.0, want, "from_i128_scaled {sig} · 2^{exp}");
+                        }
+                        if len <= 64 {
+                            let got = round_pack_u64(neg, mag as u64, exp);
+                            assert_eq!(got.0, want, "round_pack_u64 {neg} {mag} · 2^{exp}");
+                        }
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert!(checked > 600_000, "{checked}");
+    }
+
     /// [`from_i64_scaled_try`] equals [`F32::from_i128_scaled`] wherever it
     /// answers, and answers every zero and every normal result (all but the
     /// smallest normal reached by rounding up from below): significands
     /// of every bit length from 1 to 64 (with runs of ones and exact halves
     /// below the 24th bit, so ties and carries into the next binade show),
     /// both signs, `i64::MIN`, and exponents from past the subnormals to past
-    /// overflow and at both ends of `i32`.
+    /// overflow and at both ends of `i32`. The reference is itself checked
+    /// against [`scaled_by_f64`] on every input.
     #[test]
     fn from_i64_scaled_try_equals_from_i128_scaled() {
         let mut next = crate::testutil::lcg(0x5CA1_ED00_7E57_u64);
@@ -193,10 +298,21 @@ mod tests {
                 0 => (next() % 400) as i32 - 250,
                 1 => (next() % 80) as i32 - 190 - len as i32 + 24, // around the smallest normal
                 2 => (next() % 40) as i32 + 100 - len as i32,      // around overflow
-                3 => [i32::MIN, i32::MIN + 200, i32::MAX - 200, i32::MAX][(next() % 4) as usize],
+                3 => {
+                    let d = (next() % 300) as i32; // both ends of i32
+                    if next().is_multiple_of(2) {
+                        i32::MIN + d
+                    } else {
+                        i32::MAX - d
+                    }
+                }
                 _ => (next() % 60) as i32 - 30,
             };
             let want = F32::from_i128_scaled(sig as i128, exp);
+            // The reference is checked too, declined inputs included: a
+            // decline is only right if the caller's redo is.
+            let reference = scaled_by_f64(sig < 0, sig.unsigned_abs() as u128, exp);
+            assert_eq!(want.0, reference, "sig {sig} exp {exp}");
             let (got, ok) = from_i64_scaled_try(sig, exp);
             let normal = is_normal_mag(want.0 & ABS_MASK);
             if ok {

@@ -117,7 +117,7 @@ mod tests {
 
     /// The fast path agrees with the full path wherever it answers, on a
     /// sample of every input it can see (the exhaustive sweep against
-    /// CORE-MATH is `tests/math_exp.rs`), and declines about 1 in 2^13 of
+    /// CORE-MATH is `tests/float/exp.rs`), and declines about 1 in 2^13 of
     /// the inputs with normal results.
     #[test]
     fn fast_path_equals_full_path() {

@@ -21,7 +21,7 @@
 //! and 0.044715, evaluated in f64): the function is ill-conditioned for
 //! negative `x` (its relative condition number grows like `4·0.0447·√(2/π)·
 //! |x|³`), so no fixed bound in ulps holds everywhere. Measured on every
-//! binary32 of `[-10, 10]` (`tests/math_gelu.rs` with
+//! binary32 of `[-10, 10]` (`tests/float/gelu.rs` with
 //! `DETLLM_GELU_STRIDE=1`, 2026-12-05), the largest errors are 2.13 ulp on
 //! `[0, 10]`, 3.41 on `[-1, 0]`, 19.5 on `[-3, -1]` and 225 on `[-10, -3]`
 //! (where the result is below 0.004 and the function itself amplifies a

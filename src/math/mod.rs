@@ -101,7 +101,8 @@ fn mul128(a: u128, b: u128) -> u128 {
 #[inline(always)]
 fn round_checked(neg: bool, m: u128, e: i32, err: u128) -> Option<F32> {
     let n = 128 - m.leading_zeros() as i32;
-    let s = if n - 24 > -149 - e { n - 24 } else { -149 - e };
+    // As in `round_pack`: saturating, so that every `e` in i32 is answered.
+    let s = (n - 24).max((-149i32).saturating_sub(e));
     if (2..128).contains(&s) {
         let half = 1u128 << (s - 1);
         if err < half >> 1 {
@@ -112,7 +113,7 @@ fn round_checked(neg: bool, m: u128, e: i32, err: u128) -> Option<F32> {
             // One rounding (rem != half: no tie), encoded as `round_pack`
             // does: the carry of q = 2^24 bumps the exponent field.
             let q = (m >> s) as u32 + (rem > half) as u32;
-            let lsb_exp = e + s; // >= -149
+            let lsb_exp = e.saturating_add(s); // >= -149
             let sign = (neg as u32) << 31;
             if lsb_exp > 104 {
                 return Some(F32::from_bits(sign | 0x7F80_0000));
@@ -176,5 +177,60 @@ fn decode(bits: u32) -> (u32, i32) {
         (frac << sh, -149 - sh)
     } else {
         ((abs & 0x007F_FFFF) | 0x0080_0000, biased - 150)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// [`round_checked`] answers every `e` in `i32`: at both ends of `i32`
+    /// (where `-149 - e` and `e + s` leave it) ±∞ and ±0 wherever it answers
+    /// (for any error bound that keeps `m - err` above zero it does, but at
+    /// a tie), and around the edges of the binary32 range, wherever it
+    /// answers, the bits of [`round_pack`] (itself checked against an
+    /// independent reference in `float::pack`), for significands of every
+    /// length from 1 to 128 bits.
+    #[test]
+    fn round_checked_every_exponent() {
+        let mut next = crate::testutil::lcg(0x0C4E_C6ED);
+        let (mut answered, mut ends) = (0u32, 0u32);
+        for len in 1..=128u32 {
+            let raw = (next() as u128) << 96
+                | (next() as u128) << 64
+                | (next() as u128) << 32
+                | next() as u128;
+            let m = raw >> (128 - len) | 1 << (len - 1);
+            let top = len as i32 - 1;
+            for neg in [false, true] {
+                let sign = (neg as u32) << 31;
+                for d in 0..200 {
+                    for err in [0, m >> 4, m >> 1] {
+                        // (A tie in the dropped bits may decline: the
+                        // bound is inclusive.)
+                        if let Some(inf) = round_checked(neg, m, i32::MAX - d, err) {
+                            assert_eq!(inf.to_bits(), sign | 0x7F80_0000, "{m} · 2^(MAX - {d})");
+                            ends += 1;
+                        }
+                        if let Some(zero) = round_checked(neg, m, i32::MIN + d, err) {
+                            assert_eq!(zero.to_bits(), sign, "{m} · 2^(MIN + {d})");
+                            ends += 1;
+                        }
+                    }
+                }
+                let edges = [-152, -129, 125]
+                    .into_iter()
+                    .flat_map(|lead| (0..7).map(move |d| lead + d - top));
+                for e in edges {
+                    for err in [0, 1, 1 << 20] {
+                        if let Some(r) = round_checked(neg, m, e, err) {
+                            answered += 1;
+                            assert_eq!(r, round_pack(neg, m, e), "{m} · 2^{e} ± {err}");
+                        }
+                    }
+                }
+            }
+        }
+        assert!(answered > 10_000 && ends > 280_000, "{answered}, {ends}");
     }
 }

@@ -20,7 +20,7 @@
 //! Bound: the result is correctly rounded whenever the accurate rounding
 //! test passes, i.e. whenever `x^y` is not within about 2^-80 relative of a
 //! midpoint (the absolute error of `t` is below 2^-81 for |t| < 256). The
-//! 2^64 input pairs cannot be checked exhaustively; `tests/math_pow.rs`
+//! 2^64 input pairs cannot be checked exhaustively; `tests/float/pow.rs`
 //! compares millions of pairs (random, special, exact, and every RoPE
 //! `theta_scale = base^(-2/n_rot)`) with CORE-MATH `powf`, with no mismatch
 //! (see `docs/sections/math.md`). When the test fails the approximation's

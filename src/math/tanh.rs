@@ -34,7 +34,7 @@
 //! there is no fast path yet; one can come when GELU is on a hot path.
 //!
 //! Verified: correctly rounded, checked on all 2^32 inputs against CORE-MATH
-//! 1.4 `tanhf` on 2026-12-04: 0 mismatches (`tests/math_tanh.rs`,
+//! 1.4 `tanhf` on 2026-12-04: 0 mismatches (`tests/float/tanh.rs`,
 //! `tanh_exhaustive`, command in `docs/sections/models.md`); by default the
 //! same file checks the sample, a dense sweep of `[2^-13, 17]` and golden
 //! values.
@@ -147,7 +147,7 @@ mod tests {
     /// `tanh` agrees with the host's f64 `tanh` rounded to binary32 on a
     /// sweep of the mid range (f64's error, about 2^-52, decides the
     /// rounding except within 2^-28 ulp of a midpoint, which the exact
-    /// CORE-MATH comparison in `tests/math_tanh.rs` covers) and on the
+    /// CORE-MATH comparison in `tests/float/tanh.rs` covers) and on the
     /// edges of the three ranges.
     #[test]
     fn tanh_matches_f64_rounded() {

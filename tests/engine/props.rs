@@ -274,12 +274,10 @@ fn batched<'a, K: KvBuild<'a>, P: Parallel>(
     out
 }
 
+/// `n` cases; a failure is saved to `tests/engine/props.proptest-regressions`
+/// and replayed first on every later run (proptest's default persistence).
 fn cases(n: u32) -> ProptestConfig {
-    ProptestConfig {
-        cases: n,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
+    ProptestConfig::with_cases(n)
 }
 
 proptest! {

@@ -21,7 +21,10 @@
 //! sampled from (checked: the digest chain over them equals `generate`'s),
 //! and the reference logprobs are `sched::logprobs` over those rows.
 //!
-//! Cases: `SCHED_CASES` (default 64, well under a minute in release).
+//! Cases: `SCHED_CASES` (default 64, well under a minute in release). A
+//! failing case is saved to `tests/engine/sched_props.proptest-regressions` and
+//! replayed first on every later run (commit the file to keep it);
+//! `PROPTEST_RNG_SEED=<u64>` fixes the seed of a whole run.
 #![cfg(feature = "std")]
 
 use detllm::audit::DigestChain;
@@ -609,9 +612,14 @@ fn cases() -> u32 {
 
 #[test]
 fn every_completion_equals_its_solo_run() {
+    // Failures are replayable: a failing case's seed is saved to
+    // tests/engine/sched_props.proptest-regressions (the file beside this source,
+    // proptest's default persistence, which needs `source_file`) and
+    // replayed first on every later run; PROPTEST_RNG_SEED=<u64> fixes the
+    // seed of a whole run.
     let mut runner = TestRunner::new(Config {
         cases: cases(),
-        failure_persistence: None,
+        source_file: Some(file!()),
         ..Config::default()
     });
     let cov = RefCell::new(Coverage::default());
@@ -883,6 +891,116 @@ proptest! {
                 .expect("logprob");
             prop_assert_eq!(c.logprob, lpj);
         }
+    }
+}
+
+/// The distribution `sched::logprobs` documents, computed independently in
+/// f64 from the same logits: the repetition penalty (each distinct token of
+/// the last `penalty_last_n` of `history` once, ids past the vocabulary
+/// ignored: `l > 0` becomes `l / p`, otherwise `l · p`), NaN as `-inf`,
+/// division by the temperature (1 when greedy), a log-softmax over the whole
+/// vocabulary (top-k, top-p and min-p do not enter).
+fn f64_penalized_log_softmax(logits: &[F32], params: &SamplingParams, history: &[u32]) -> Vec<f64> {
+    let f = |x: F32| f32::from_bits(x.to_bits()) as f64;
+    let mut v: Vec<f64> = logits
+        .iter()
+        .map(|&l| if l.is_nan() { f64::NEG_INFINITY } else { f(l) })
+        .collect();
+    let p = f(params.repeat_penalty);
+    let window = &history[history.len().saturating_sub(params.penalty_last_n)..];
+    let mut seen = std::collections::BTreeSet::new();
+    for &t in window {
+        if seen.insert(t) && (t as usize) < v.len() {
+            let l = &mut v[t as usize];
+            *l = if *l > 0.0 { *l / p } else { *l * p };
+        }
+    }
+    let t = if params.temperature.is_zero() {
+        1.0
+    } else {
+        f(params.temperature)
+    };
+    let xs: Vec<f64> = v.iter().map(|x| x / t).collect();
+    let max = xs.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    let lse = max + xs.iter().map(|x| (x - max).exp()).sum::<f64>().ln();
+    xs.iter().map(|x| x - lse).collect()
+}
+
+proptest! {
+    #![proptest_config(Config::with_cases(512))]
+
+    /// Logprobs under a repetition penalty, a history (repeats, ids past
+    /// the vocabulary, longer and shorter than the penalty window),
+    /// temperatures and the truncating samplers, against
+    /// [`f64_penalized_log_softmax`]: the token's logprob and every top
+    /// entry's within 1e-5 relative; the top entries the largest reference
+    /// values, exact reference ties to the lowest id; top-k, top-p and
+    /// min-p change no bit.
+    #[test]
+    fn penalized_logprobs_match_an_f64_reference(
+        raw in prop::collection::vec(-2000i32..2000, 1..80),
+        history in prop::collection::vec(0u32..90, 0..48),
+        penalty in prop::sample::select(vec![1.0f32, 1.1, 1.3, 2.0, 0.8]),
+        last_n in 0usize..=64,
+        temp in prop::sample::select(vec![0.0f32, 0.3, 0.7, 1.0, 1.5]),
+        top_k in prop::sample::select(vec![0u32, 1, 5, 40]),
+        top_p in prop::sample::select(vec![1.0f32, 0.9, 0.5]),
+        min_p in prop::sample::select(vec![0.0f32, 0.05, 0.2]),
+        k in 0usize..=20,
+        pick in any::<prop::sample::Index>(),
+    ) {
+        // A coarse grid (ties), with an occasional -inf and NaN.
+        let logits: Vec<F32> = raw
+            .iter()
+            .map(|&r| match r {
+                1999 => F32::NEG_INFINITY,
+                -1999 => F32::NAN,
+                _ => f32v((r / 40) as f32 * 0.25),
+            })
+            .collect();
+        let n = logits.len();
+        let token = pick.index(n) as u32;
+        let params = SamplingParams {
+            temperature: f32v(temp),
+            top_k,
+            top_p: f32v(top_p),
+            min_p: f32v(min_p),
+            repeat_penalty: f32v(penalty),
+            penalty_last_n: last_n,
+            seed: 7,
+        };
+        let want = f64_penalized_log_softmax(&logits, &params, &history);
+        let close = |got: F32, want: f64| {
+            let got = f32::from_bits(got.to_bits()) as f64;
+            got == want || (got - want).abs() <= 1e-5 * (1.0 + want.abs())
+        };
+        prop_assume!(want.iter().any(|x| x.is_finite()), "every logit -inf or NaN");
+        let mut work = vec![F32::ZERO; n];
+        let mut top = vec![TopLogprob::default(); k];
+        let (lp, m) = sched::logprobs(&logits, &params, &history, token, &mut work, &mut top)
+            .expect("logprobs");
+        prop_assert!(close(lp, want[token as usize]), "token {}: {:?} vs {}", token, lp, want[token as usize]);
+        prop_assert_eq!(m, k.min(n));
+        // Top: the j-th entry holds a j-th largest reference value; entries
+        // with equal reference values in id order; each its own logprob.
+        let mut sorted = want.clone();
+        sorted.sort_by(|a, b| b.total_cmp(a));
+        for (j, c) in top[..m].iter().enumerate() {
+            let id = c.token as usize;
+            prop_assert!(close(c.logprob, want[id]), "top {}: id {} {:?} vs {}", j, id, c.logprob, want[id]);
+            prop_assert!(close(c.logprob, sorted[j]), "top {}: id {} {:?}, rank value {}", j, id, c.logprob, sorted[j]);
+            if j > 0 && want[top[j - 1].token as usize] == want[id] {
+                prop_assert!(top[j - 1].token < c.token, "tie order at {}", j);
+            }
+            let (own, _) = sched::logprobs(&logits, &params, &history, c.token, &mut work, &mut [])
+                .expect("logprob");
+            prop_assert_eq!(c.logprob, own);
+        }
+        // The truncating samplers do not enter the reported distribution.
+        let plain = SamplingParams { top_k: 0, top_p: F32::ONE, min_p: F32::ZERO, ..params };
+        let (lp_plain, _) = sched::logprobs(&logits, &plain, &history, token, &mut work, &mut [])
+            .expect("logprobs");
+        prop_assert_eq!(lp, lp_plain);
     }
 }
 

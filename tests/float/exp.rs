@@ -80,7 +80,7 @@ fn exp2_golden() {
 }
 
 /// EXTENDED: all 2^32 inputs (minutes). Run:
-/// `cargo test --release --features std,oracle --test math_exp -- --ignored --nocapture`
+/// `cargo test --release --features std,oracle --test float -- --ignored --nocapture exp::`
 #[test]
 #[ignore]
 fn exp_exhaustive() {

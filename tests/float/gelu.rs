@@ -5,7 +5,7 @@
 //!
 //! The sweep takes every `DETLLM_GELU_STRIDE`-th binary32 of the range
 //! (default 1001; `DETLLM_GELU_STRIDE=1` is every input, minutes):
-//! `DETLLM_GELU_STRIDE=1 cargo test --release --features oracle --test math_gelu -- --nocapture`
+//! `DETLLM_GELU_STRIDE=1 cargo test --release --features oracle --test float -- --nocapture gelu::`
 #![cfg(feature = "oracle")]
 
 use crate::support;

@@ -58,7 +58,7 @@ const EDGES: &[u32] = &[
 ];
 
 /// EXTENDED: all 2^32 inputs (minutes). Run:
-/// `cargo test --release --features std,oracle --test math_ln -- --ignored --nocapture`
+/// `cargo test --release --features std,oracle --test float -- --ignored --nocapture ln::`
 #[test]
 #[ignore]
 fn ln_exhaustive() {

@@ -18,14 +18,14 @@
 //! unary operations), run with
 //!
 //! ```text
-//! cargo test --release --features std,oracle --test float_oracle -- --ignored
+//! cargo test --release --features std,oracle --test float -- --ignored oracle::
 //! ```
 //!
 //! Their results are recorded in `docs/sections/float.md`.
 #![cfg(feature = "oracle")]
 
 use detllm::F32;
-use softfloat_wrapper::{F16 as SF16, F32 as SF32, Float, RoundingMode};
+use softfloat_wrapper::{F16 as SF16, F32 as SF32, F64 as SF64, Float, RoundingMode};
 use std::hint::black_box;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -463,6 +463,62 @@ fn random_i64(rng: &mut Rng) -> i64 {
         1 => (1i64 << (shift % 63)) + (rng.below(5) as i64 - 2), // near powers of two
         2 => ((v as u64) >> shift) as i64 | (1 << 24) | 1,       // ties and sticky bits
         _ => v,
+    }
+}
+
+/// `(-1)^neg · mag · 2^exp` rounded to binary32 by SoftFloat: `mag` cut to
+/// its top 53 bits with the bits below ORed into the last (a sticky bit at
+/// least 29 bits below any binary32 rounding position), the exponent
+/// clamped to where the answer no longer changes (below 2^53 · 2^-300 it
+/// rounds to zero, from 2^200 it overflows), the value formed exactly as
+/// a binary64 (`from_u64` times a power of two) and rounded once to binary32.
+fn sf_scaled(neg: bool, mag: u128, exp: i32) -> u32 {
+    let cut = (128 - mag.leading_zeros()).saturating_sub(53);
+    let kept = (mag >> cut) as u64 | u64::from(mag & ((1u128 << cut) - 1) != 0);
+    let e = (i64::from(exp) + i64::from(cut)).clamp(-300, 200);
+    let scale = SF64::from_bits(((e + 1023) as u64) << 52);
+    let v = SF64::from_u64(kept, RNE)
+        .mul(scale, RNE)
+        .to_f32(RNE)
+        .to_bits();
+    v | if neg { 0x8000_0000 } else { 0 }
+}
+
+/// `F32::from_i128_scaled` (both its 64- and 128-bit paths) against
+/// SoftFloat for exponents over all of `i32`: the 256 at each end (where
+/// `-149 - exp` used to overflow: +0 instead of +∞ in a release build), the
+/// edges of the binary32 range for the significand's length (zero, the
+/// subnormals, the smallest normal, overflow), and random ones.
+#[test]
+fn from_i128_scaled_every_exponent() {
+    let mut rng = Rng(0x5CA1_ED00);
+    for i in 0..1_000_000u32 {
+        let len = 1 + rng.below(127); // 1..=127 bits
+        let raw = (rng.next() as u128) << 96
+            | (rng.next() as u128) << 64
+            | (rng.next() as u128) << 32
+            | rng.next() as u128;
+        let mag = match i % 3 {
+            0 => raw,
+            1 => u128::MAX,                                       // carries
+            _ => raw & !(u128::MAX >> 24) | 1 << 103 | (raw & 1), // ties, sticky
+        } >> (128 - len)
+            | 1 << (len - 1);
+        let neg = i % 2 == 1;
+        let sig = if neg { -(mag as i128) } else { mag as i128 };
+        let top = len as i32 - 1;
+        let d = rng.below(256) as i32;
+        let exp = match i % 4 {
+            0 => i32::MIN + d,
+            1 => i32::MAX - d,
+            2 => [-152, -129, 125][(d % 3) as usize] + d % 8 - top,
+            _ => rng.next() as i32,
+        };
+        let (ours, sf) = (
+            F32::from_i128_scaled(sig, exp).to_bits(),
+            sf_scaled(neg, mag, exp),
+        );
+        assert_eq!(ours, sf, "{sig} · 2^{exp}: ours {ours:#010x} sf {sf:#010x}");
     }
 }
 

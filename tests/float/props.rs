@@ -20,11 +20,9 @@ fn finite_f32() -> impl Strategy<Value = F32> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: 20_000,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    })]
+    // A failure is saved to tests/float/props.proptest-regressions and
+    // replayed first on every later run (proptest's default persistence).
+    #![proptest_config(ProptestConfig::with_cases(20_000))]
 
     #[test]
     fn add_commutes(a in any_f32(), b in any_f32()) {

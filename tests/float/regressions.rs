@@ -13,7 +13,7 @@
 //! huge value came back as `sig << 100` instead of `sig << exp` and was
 //! repacked to a value 2^(exp-100) times too small.
 //!
-//! `cargo test --release --test float_regressions`
+//! `cargo test --release --test float regressions::`
 use detllm::F32;
 use proptest::prelude::*;
 
@@ -217,11 +217,9 @@ fn whole_binades_near_boundaries_and_at_the_top() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: 200_000,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    })]
+    // A failure is saved to tests/float/regressions.proptest-regressions
+    // and replayed first on every later run (proptest's default persistence).
+    #![proptest_config(ProptestConfig::with_cases(200_000))]
 
     /// Random bits, with huge magnitudes and values near integers and
     /// halves over-weighted.

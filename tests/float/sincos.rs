@@ -102,7 +102,7 @@ const HARD: &[u32] = &[
 ];
 
 /// EXTENDED: all 2^32 inputs (minutes). Run:
-/// `cargo test --release --features std,oracle --test math_sincos -- --ignored --nocapture`
+/// `cargo test --release --features std,oracle --test float -- --ignored --nocapture sincos::`
 #[test]
 #[ignore]
 fn sin_exhaustive() {

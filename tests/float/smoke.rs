@@ -1,6 +1,6 @@
 //! Quick cross-check of the soft binary32 operations against the host's IEEE
 //! hardware on random and special inputs (the full oracle suite is in
-//! `tests/float_oracle.rs`).
+//! `tests/float/oracle.rs`).
 use detllm::F32;
 
 /// Hardware result with NaN canonicalised (checked on the bits, so the

@@ -82,7 +82,7 @@ fn tanh_is_odd() {
 }
 
 /// EXTENDED: all 2^32 inputs (minutes). Run:
-/// `cargo test --release --features std,oracle --test math_tanh -- --ignored --nocapture`
+/// `cargo test --release --features std,oracle --test float -- --ignored --nocapture tanh::`
 #[test]
 #[ignore]
 fn tanh_exhaustive() {

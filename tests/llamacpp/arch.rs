@@ -11,15 +11,32 @@
 //! next token's logit. detllm prefills the same ids (chunks of
 //! [`CHUNK`], every row's logits) and must agree on
 //!
-//! * **perplexity** over the rows that predict a next token, within
-//!   [`PPL_REL`] of llama.cpp's;
-//! * **mean KL(llama.cpp ‖ detllm)**, over llama.cpp's top-24 plus one
-//!   bucket for the rest of the vocabulary, at most [`MAX_KL`];
+//! * real models: **perplexity** over the rows that predict a next token,
+//!   within [`PPL_REL`] of llama.cpp's;
+//! * real models: **mean KL(llama.cpp ‖ detllm)**, over llama.cpp's top-24
+//!   plus one bucket for the rest of the vocabulary, at most [`MAX_KL`];
 //! * **top-1**: detllm's argmax is llama.cpp's top-1 on at least
 //!   [`MIN_TOP1`] of the rows (the rest are near-ties within the two
-//!   engines' rounding band, see `tests/llamacpp_logits.rs`);
+//!   engines' rounding band, see `tests/llamacpp/logits.rs`);
 //! * synthetic files: max |Δ| over the stored logits at most
 //!   [`MAX_ABS_SYNTH`].
+//!
+//! The synthetic models are random weights over a vocabulary of 96, with
+//! small logits (at most 0.5 to 3.6 in magnitude): llama.cpp's rows are
+//! close to uniform and predict the text no better than chance. There the
+//! absolute measures hardly see a broken output: an all-zero output is
+//! within 2.6 % of llama.cpp's perplexity on synth-gemma3 and at twice
+//! [`MAX_KL`]; a shuffled one within 0.1 % of its perplexity (a random
+//! model's next-token logit is as good as any other) and at three times
+//! [`MAX_KL`]. So a synthetic file is held, instead of perplexity and
+//! absolute KL, to measures relative to llama.cpp's own distance from the
+//! uniform distribution: the next token's NLL compared row by row, its mean
+//! |Δ| over the mean |NLL − ln V| at most [`SYNTH_NLL_REL`], and the mean KL
+//! over the mean KL(llama.cpp ‖ uniform) at most [`SYNTH_KL_REL`] (a zero
+//! output is at 1 on both, a shuffled one above), besides top-1 and max
+//! |Δ|. `synthetic_plants_fail_every_measure` plants both outputs into
+//! detllm's rows and checks that each of these four measures fails by at
+//! least [`PLANT_MARGIN`] times its bound.
 //!
 //! The real models follow `tests/support/model.rs` (skip with a notice when
 //! absent, fail when the run requires them).
@@ -46,8 +63,35 @@ const PPL_REL: f64 = 0.01;
 const MAX_KL: f64 = 0.01;
 /// Share of rows whose top-1 must agree.
 const MIN_TOP1: f64 = 0.9;
-/// Largest |Δ| on a stored logit of a synthetic model.
-const MAX_ABS_SYNTH: f64 = 0.05;
+/// Largest |Δ| on a stored logit of a synthetic model (measured 0.0159,
+/// 0.0095, 0.0159; a zero output's is 0.50 on synth-gemma3, whose logits
+/// are the smallest).
+const MAX_ABS_SYNTH: f64 = 0.04;
+/// Synthetic models: largest mean |Δ| of the next token's NLL, row by row,
+/// as a share of the mean |NLL_llama.cpp − ln V| (measured 0.0151 on
+/// synth-gemma3, 0.0048 on synth-qwen3, 0.0020 on synth-llama3; a zero
+/// output is at 1, a shuffled one at 1.01 to 1.49).
+const SYNTH_NLL_REL: f64 = 0.05;
+/// Synthetic models: largest mean KL(llama.cpp ‖ detllm) as a share of the
+/// mean KL(llama.cpp ‖ uniform), over the same top-24 and rest bucket
+/// (measured at most 0.00008; a zero output is at 1, a shuffled one at 1.29
+/// to 1.51).
+const SYNTH_KL_REL: f64 = 0.002;
+/// How many times its bound a planted zero or shuffled output must exceed
+/// on every measure (top-1: how many times below).
+const PLANT_MARGIN: f64 = 10.0;
+
+/// What `compare` does to detllm's rows before measuring (to show that the
+/// measures catch a broken output).
+#[derive(Clone, Copy, Debug)]
+enum Plant {
+    /// detllm's logits as computed.
+    None,
+    /// Every logit 0.
+    Zero,
+    /// Each row's logits permuted (a fixed pseudo-random permutation).
+    Shuffle,
+}
 
 struct Stats {
     ppl_llama: f64,
@@ -55,10 +99,42 @@ struct Stats {
     mean_kl: f64,
     top1: f64,
     max_abs: f64,
+    /// Mean KL(llama.cpp ‖ uniform) over the top-k and the rest bucket.
+    mean_kl_uniform: f64,
+    /// Mean |NLL_detllm − NLL_llama.cpp| of the next token, per row.
+    mean_nll_delta: f64,
+    /// Mean |NLL_llama.cpp − ln V| of the next token (V: the vocabulary
+    /// size; `ln V` is the uniform distribution's NLL), per row.
+    mean_nll_uniform: f64,
 }
 
-/// Runs `bytes` on the golden's ids and compares row by row.
-fn compare(bytes: &[u8], golden: &Value) -> Stats {
+impl Stats {
+    /// Row by row, how far detllm's next-token NLL is from llama.cpp's, as a
+    /// share of how far llama.cpp's is from the uniform one.
+    fn nll_rel(&self) -> f64 {
+        self.mean_nll_delta / self.mean_nll_uniform
+    }
+
+    /// `mean KL(llama.cpp ‖ detllm) / mean KL(llama.cpp ‖ uniform)`.
+    fn kl_rel(&self) -> f64 {
+        self.mean_kl / self.mean_kl_uniform
+    }
+}
+
+/// `row` permuted by a fixed pseudo-random permutation (Fisher–Yates over
+/// a 64-bit LCG).
+fn shuffle(row: &mut [f64]) {
+    let mut state = 0x5EED_u64;
+    for i in (1..row.len()).rev() {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        row.swap(i, ((state >> 33) % (i as u64 + 1)) as usize);
+    }
+}
+
+/// Runs `bytes` on the golden's ids and compares row by row, after `plant`.
+fn compare(bytes: &[u8], golden: &Value, plant: Plant) -> Stats {
     let ids: Vec<u32> = golden["ids"]
         .as_array()
         .unwrap()
@@ -85,7 +161,8 @@ fn compare(bytes: &[u8], golden: &Value) -> Stats {
     let pool = ThreadPool::new(2).unwrap();
     let seq = eng.new_seq().unwrap();
     let (mut nll_l, mut nll_d, mut n_scored) = (0f64, 0f64, 0usize);
-    let (mut kl_sum, mut agree, mut max_abs) = (0f64, 0usize, 0f64);
+    let (mut nll_delta, mut nll_uniform) = (0f64, 0f64);
+    let (mut kl_sum, mut klu_sum, mut agree, mut max_abs) = (0f64, 0f64, 0usize, 0f64);
     for (c, chunk) in ids.chunks(CHUNK).enumerate() {
         let entry = Entry {
             seq,
@@ -96,10 +173,15 @@ fn compare(bytes: &[u8], golden: &Value) -> Stats {
         for (j, row) in logits.chunks_exact(vocab).enumerate() {
             let p = c * CHUNK + j;
             let g = &rows[p];
-            let d: Vec<f64> = row
+            let mut d: Vec<f64> = row
                 .iter()
                 .map(|x| f64::from(f32::from_bits(x.to_bits())))
                 .collect();
+            match plant {
+                Plant::None => {}
+                Plant::Zero => d.fill(0.0),
+                Plant::Shuffle => shuffle(&mut d),
+            }
             let m = d.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
             let lse_d = m + d.iter().map(|x| (x - m).exp()).sum::<f64>().ln();
             let lse_l = g["lse"].as_f64().unwrap();
@@ -112,22 +194,30 @@ fn compare(bytes: &[u8], golden: &Value) -> Stats {
             // argmax, lowest id on ties.
             let best = (0..vocab).fold(0, |b, i| if d[i] > d[b] { i } else { b });
             agree += usize::from(best == top[0].0);
-            // KL over the top-k plus the rest.
-            let (mut kl, mut pl_top, mut pd_top) = (0f64, 0f64, 0f64);
+            // KL over the top-k plus the rest, against detllm and against
+            // the uniform distribution.
+            let pu = 1.0 / vocab as f64;
+            let (mut kl, mut klu, mut pl_top, mut pd_top) = (0f64, 0f64, 0f64, 0f64);
             for &(i, l) in &top {
                 let (pl, pd) = ((l - lse_l).exp(), (d[i] - lse_d).exp());
                 kl += pl * (pl.ln() - pd.ln());
+                klu += pl * (pl.ln() - pu.ln());
                 pl_top += pl;
                 pd_top += pd;
                 max_abs = max_abs.max((d[i] - l).abs());
             }
             let (rl, rd) = ((1.0 - pl_top).max(1e-12), (1.0 - pd_top).max(1e-12));
+            let ru = 1.0 - top.len() as f64 * pu;
             kl += rl * (rl.ln() - rd.ln());
+            klu += rl * (rl.ln() - ru.ln());
             kl_sum += kl;
+            klu_sum += klu;
             if let Some(next_l) = g["next"].as_f64() {
                 let next = ids[p + 1] as usize;
                 nll_l += lse_l - next_l;
                 nll_d += lse_d - d[next];
+                nll_delta += ((lse_d - d[next]) - (lse_l - next_l)).abs();
+                nll_uniform += ((lse_l - next_l) - (vocab as f64).ln()).abs();
                 n_scored += 1;
             }
         }
@@ -139,6 +229,9 @@ fn compare(bytes: &[u8], golden: &Value) -> Stats {
         mean_kl: kl_sum / n,
         top1: agree as f64 / n,
         max_abs,
+        mean_kl_uniform: klu_sum / n,
+        mean_nll_delta: nll_delta / n_scored as f64,
+        mean_nll_uniform: nll_uniform / n_scored as f64,
     }
 }
 
@@ -150,27 +243,48 @@ fn golden(name: &str) -> Value {
 
 fn check(name: &str, bytes: &[u8], synthetic: bool, ppl_rel: f64) {
     let g = golden(name);
-    let s = compare(bytes, &g);
+    let s = compare(bytes, &g, Plant::None);
+    report(name, Plant::None, &s);
+    if synthetic {
+        // Near-uniform rows: against llama.cpp's distance from uniform
+        // (module docs), and the stored logits themselves.
+        assert!(
+            s.nll_rel() <= SYNTH_NLL_REL,
+            "{name}: next-token NLL off by {} of llama.cpp's distance from uniform",
+            s.nll_rel()
+        );
+        assert!(
+            s.kl_rel() <= SYNTH_KL_REL,
+            "{name}: mean KL {} of llama.cpp's from uniform",
+            s.kl_rel()
+        );
+        assert!(s.max_abs <= MAX_ABS_SYNTH, "{name}: max |Δ| {}", s.max_abs);
+    } else {
+        assert!(
+            (s.ppl_detllm / s.ppl_llama - 1.0).abs() <= ppl_rel,
+            "{name}: perplexity {} vs llama.cpp {}",
+            s.ppl_detllm,
+            s.ppl_llama
+        );
+        assert!(s.mean_kl <= MAX_KL, "{name}: mean KL {}", s.mean_kl);
+    }
+    assert!(s.top1 >= MIN_TOP1, "{name}: top-1 agreement {}", s.top1);
+}
+
+fn report(name: &str, plant: Plant, s: &Stats) {
     eprintln!(
-        "{name}: ppl llama.cpp {:.4} detllm {:.4} (ratio {:.4}), mean KL {:.5}, top-1 {:.3}, max |Δ| top-k {:.4}",
+        "{name} ({plant:?}): ppl llama.cpp {:.4} detllm {:.4} (ratio {:.4}; NLL per row {:.5} of llama.cpp's from uniform, {:.5}), mean KL {:.5} ({:.5} of llama.cpp's from uniform, {:.5}), top-1 {:.3}, max |Δ| top-k {:.4}",
         s.ppl_llama,
         s.ppl_detllm,
         s.ppl_detllm / s.ppl_llama,
+        s.nll_rel(),
+        s.mean_nll_uniform,
         s.mean_kl,
+        s.kl_rel(),
+        s.mean_kl_uniform,
         s.top1,
         s.max_abs
     );
-    assert!(
-        (s.ppl_detllm / s.ppl_llama - 1.0).abs() <= ppl_rel,
-        "{name}: perplexity {} vs llama.cpp {}",
-        s.ppl_detllm,
-        s.ppl_llama
-    );
-    assert!(s.mean_kl <= MAX_KL, "{name}: mean KL {}", s.mean_kl);
-    assert!(s.top1 >= MIN_TOP1, "{name}: top-1 agreement {}", s.top1);
-    if synthetic {
-        assert!(s.max_abs <= MAX_ABS_SYNTH, "{name}: max |Δ| {}", s.max_abs);
-    }
 }
 
 fn real(file: &str, name: &str, ppl_rel: f64) {
@@ -221,4 +335,41 @@ fn synth_qwen3_matches_llamacpp() {
 #[test]
 fn synth_llama3_matches_llamacpp() {
     synthetic("synth-llama3", &SynthSpec::LLAMA3);
+}
+
+/// The measures can fail: detllm's rows replaced by zeros or shuffled fail
+/// every measure of every synthetic comparison by at least [`PLANT_MARGIN`]
+/// times its bound ([`SYNTH_NLL_REL`], [`SYNTH_KL_REL`], [`MAX_ABS_SYNTH`];
+/// top-1 agreement below [`MIN_TOP1`] / [`PLANT_MARGIN`]). The real
+/// models' perplexity and KL bounds ([`PPL_REL`], [`MAX_KL`]) are printed
+/// for comparison (module docs: they miss by far less, or not at all).
+#[test]
+fn synthetic_plants_fail_every_measure() {
+    let mut weak = Vec::new();
+    for (name, spec) in [
+        ("synth-gemma3", SynthSpec::GEMMA3),
+        ("synth-qwen3", SynthSpec::QWEN3),
+        ("synth-llama3", SynthSpec::LLAMA3),
+    ] {
+        let bytes = synth_vec(&spec).unwrap();
+        let g = golden(name);
+        for plant in [Plant::Zero, Plant::Shuffle] {
+            let s = compare(&bytes, &g, plant);
+            report(name, plant, &s);
+            let measures = [
+                ("next-token NLL", s.nll_rel() / SYNTH_NLL_REL),
+                ("mean KL", s.kl_rel() / SYNTH_KL_REL),
+                ("top-1", MIN_TOP1 / s.top1.max(1e-9)),
+                ("max |Δ|", s.max_abs / MAX_ABS_SYNTH),
+            ];
+            for (what, times) in measures {
+                if times < PLANT_MARGIN {
+                    weak.push(format!(
+                        "{name} {plant:?}: {what} only {times:.2} times its bound"
+                    ));
+                }
+            }
+        }
+    }
+    assert!(weak.is_empty(), "{weak:#?}");
 }
