@@ -2,6 +2,13 @@
 # The test command: installs what the tests need, fetches the model, makes
 # the generated fixtures, runs every test.
 #   bash scripts/test.sh [cargo test args...]
+#   bash scripts/test.sh --debug     # the library's tests in cargo's test profile
+#
+# The default run is the release build of the whole workspace (the library,
+# the CLI and, in a build of its own, the server). `--debug` runs every test
+# of the library in the `test` profile (Cargo.toml: opt-level 3 with
+# debug assertions and overflow checks on), so an integer overflow anywhere
+# the tests reach is a failure rather than a silent wrap; .ci/run runs both.
 #
 # Every test runs: DETLLM_REQUIRE_MODEL=1 makes a test that cannot find the
 # model or a fixture fail (tests/support/model.rs) instead of skipping it.
@@ -33,6 +40,10 @@ export DETLLM_OPENAI_PYTHON="$venv/bin/python"
 features="detllm/std"
 # The SoftFloat oracle builds on x86_64 hosts only.
 if [ "$(uname -m)" = x86_64 ]; then features="$features,detllm/oracle"; fi
+if [ "${1:-}" = --debug ]; then
+    shift
+    exec cargo test -p detllm --features "$features" "$@"
+fi
 cargo test --release --workspace --features "$features" "$@"
 # The server's tests in a build of their own: the `serve` feature links tokio,
 # axum and hyper into the `detllm` binary (+10 MB of code, ~1 MB more resident),
