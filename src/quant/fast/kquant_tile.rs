@@ -2,9 +2,10 @@
 //! the row kernel `super::dispatch` picked, whole tiles of
 //! [`kquant::TILE`] weight rows first through the tile kernel where there
 //! is one and several input rows (on AVX-512 VNNI [`kquant::WIDE_GROUPS`]
-//! tiles at a time against up to [`kquant::WIDE_ACT_TILE`] input rows);
-//! input rows the kernels do not take, and weight rows of an unexpected
-//! length, through [`dot_row`], which reports them.
+//! tiles at a time against up to [`kquant::WIDE_ACT_TILE`] input rows), or
+//! all of them through the decode kernel where there is one and one input
+//! row; input rows the kernels do not take, and weight rows of an
+//! unexpected length, through [`dot_row`], which reports them.
 //!
 //! Contract: every cell is `dot_row`'s value. Verified by the proptests of
 //! `tests/kernels/matmul.rs` on every path (which assert the build that
@@ -26,8 +27,9 @@ use crate::simd::Level;
 /// kernel `row` (cells whose rows do not have the expected lengths through
 /// [`dot_row`], which reports them), whole tiles of [`kquant::TILE`] weight
 /// rows first through the tile kernel where there is one and several input
-/// rows ([`kquant_tiles`]); returns `(rows done, build, rows done by the
-/// tile kernel)`. The build is the row kernel's, or [`Level::Avx512Vnni`]
+/// rows ([`kquant_tiles`]), or all rows through the decode kernel where
+/// there is one and one input row ([`kquant_decode`]); returns `(rows
+/// done, build, rows done by the tile or decode kernel)`. The build is the row kernel's, or [`Level::Avx512Vnni`]
 /// when the VNNI tile did a tile.
 pub(super) fn kquant_rows(
     w: &QMatrix<'_>,
@@ -38,19 +40,20 @@ pub(super) fn kquant_rows(
         row: f,
         build,
         tile,
+        decode,
     }: KQuantKernels,
 ) -> (usize, Level, usize) {
     let m = x.rows().max(1);
     let mut build = build;
-    // One input row (decode) measured faster per row kernel.
-    let (done, tiled) = match tile {
-        Some(t) if m > 1 => {
+    let (done, tiled) = match (tile, decode) {
+        (Some(t), _) if m > 1 => {
             let (done, tiled, ran) = kquant_tiles(w, r0, x, out, t);
             if ran && matches!(t, KTile::Wide(_)) {
                 build = Level::Avx512Vnni;
             }
             (done, tiled)
         }
+        (_, Some(d)) if m == 1 => kquant_decode(w, r0, x, out, d),
         _ => (0, 0),
     };
     for (i, cells) in out.chunks_mut(m).enumerate().skip(done) {
@@ -64,6 +67,25 @@ pub(super) fn kquant_rows(
         }
     }
     (out.len() / m, build, tiled)
+}
+
+/// Every row of `out` (one input row) through the decode kernel `d`,
+/// if it takes them all: `(rows done, rows done)`, else `(0, 0)` (the row
+/// kernel then does them).
+fn kquant_decode(
+    w: &QMatrix<'_>,
+    r0: usize,
+    x: &QActs<'_>,
+    out: &mut [F32],
+    d: kquant::DecodeFn,
+) -> (usize, usize) {
+    let rb = w.ty.row_bytes(w.n_in).unwrap_or(0);
+    let end = r0.checked_add(out.len()).and_then(|e| e.checked_mul(rb));
+    let rows = end.and_then(|e| w.data.get(r0 * rb..e));
+    match (rows, x.row(0)) {
+        (Some(rows), Ok(a)) if kquant_act_fits(w, &a) && d(rows, &a, out) => (out.len(), out.len()),
+        _ => (0, 0),
+    }
 }
 
 /// Whether the K-quant kernels take input row `a` for `w`.
