@@ -197,18 +197,22 @@ fn chunk_weights<const B: usize, const Q4: bool>(
     ch: Option<&ChunkScale>,
     (wlim, lim): (u32, u32),
 ) -> ChunkWeights {
-    let mut w = [0i32; CHUNK_SUPERS];
-    for (w, b) in w.iter_mut().zip(blks) {
-        *w = if Q4 {
-            i32::from_le_bytes([b[0], b[1], b[2], b[3]])
-        } else {
-            u16::from_le_bytes([b[208], b[209]]) as i32
-        };
-    }
+    // Straight into lanes: through a stack array, the four 32-bit stores
+    // and the wider load missed store forwarding (a stall per chunk).
+    let word = |i: usize| {
+        blks.get(i).map_or(0, |b| {
+            if Q4 {
+                i32::from_le_bytes([b[0], b[1], b[2], b[3]])
+            } else {
+                u16::from_le_bytes([b[208], b[209]]) as i32
+            }
+        })
+    };
+    let w = _mm_setr_epi32(word(0), word(1), word(2), word(3));
     let h = if Q4 {
-        _mm256_cvtepu16_epi32(_mm_setr_epi32(w[0], w[1], w[2], w[3]))
+        _mm256_cvtepu16_epi32(w)
     } else {
-        _mm256_setr_epi32(w[0], w[1], w[2], w[3], 0, 0, 0, 0)
+        _mm256_zextsi128_si256(w)
     };
     let c = |x: i32| _mm256_set1_epi32(x);
     let e = _mm256_and_si256(_mm256_srli_epi32(h, 10), c(31));
