@@ -18,7 +18,8 @@
 //! through the x86 tile kernel (asserted too: `RowsRun::tiled_rows`; on
 //! `Auto` with AVX-512 VNNI the tile of four weight rows, or four such
 //! tiles, by up to 32 input rows, reported as that build), and with one
-//! input row every weight row through the x86 decode kernel (counted in
+//! input row (or up to `DECODE_ROWS` on a build without the VNNI tile)
+//! every weight row through the x86 decode kernel (counted in
 //! `RowsRun::tiled_rows` too). Q4_1, Q5_0 and
 //! Q8_0 on `Auto` with AVX-512 VNNI and at least `WIDE_MIN_ROWS` input rows
 //! run whole wide groups (`WIDE_GROUPS` row groups) through the wide kernel
@@ -29,7 +30,8 @@
 use crate::support;
 
 use detllm::quant::fast::kquant::{
-    CHUNK_LIM_Q4_K, CHUNK_LIM_Q6_K, CHUNK_SUPERS, CHUNK_WLIM_Q4_K, CHUNK_WLIM_Q6_K, TILE,
+    CHUNK_LIM_Q4_K, CHUNK_LIM_Q6_K, CHUNK_SUPERS, CHUNK_WLIM_Q4_K, CHUNK_WLIM_Q6_K, DECODE_ROWS,
+    TILE,
 };
 use detllm::quant::fast::{
     KernelPath, ROW_GROUP, RowsRun, WIDE_GROUPS, WIDE_MIN_ROWS, rows_kernel_with,
@@ -157,7 +159,8 @@ fn expected_run(ty: GgmlType, path: KernelPath, n_rows: usize, m: usize) -> Rows
     let tiled = matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K)
         && build >= Level::Avx2
         && blocked_rows > 0
-        && m > 1;
+        && m > 1
+        && (m > DECODE_ROWS || level() == Level::Avx512Vnni && path == KernelPath::Auto);
     // Q4_1, Q5_0 and Q8_0 on `Auto` with AVX-512 VNNI and at least
     // `WIDE_MIN_ROWS` input rows: whole wide groups (four row groups)
     // through the wide kernel.
@@ -165,12 +168,14 @@ fn expected_run(ty: GgmlType, path: KernelPath, n_rows: usize, m: usize) -> Rows
         && path == KernelPath::Auto
         && level() == Level::Avx512Vnni
         && m >= WIDE_MIN_ROWS;
-    // Q4_K and Q6_K on a SIMD build with one input row: every row through
-    // the decode kernel.
+    // Q4_K and Q6_K on a SIMD build with one input row, or up to
+    // `DECODE_ROWS` without the VNNI tile: every row through the decode
+    // kernel.
+    let vnni = path == KernelPath::Auto && level() == Level::Avx512Vnni;
     let decode = matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K)
         && build >= Level::Avx2
         && blocked_rows > 0
-        && m == 1;
+        && (m == 1 || (m <= DECODE_ROWS && !vnni));
     let tiled_rows = if tiled {
         n_rows / TILE * TILE
     } else if decode {
@@ -664,14 +669,14 @@ fn kquant_short_input_rows_go_to_dot_row() {
 }
 
 /// Q4_K and Q6_K rows longer than the decode kernel takes (one super-block
-/// past `MAX_SUPERS`, 128) and at its limit, against one input row: past
+/// past `MAX_TERMS`, 256) and at its limit, against one input row: past
 /// it every row goes through the row kernel (no row counted as the decode
 /// kernel's), at it through the decode kernel; the cells equal the
 /// reference either way.
 #[test]
 fn kquant_decode_row_length_limit() {
     for ty in [GgmlType::Q4_K, GgmlType::Q6_K] {
-        for (supers, decoded) in [(128usize, true), (129, false)] {
+        for (supers, decoded) in [(256usize, true), (257, false)] {
             let (n_in, n_out) = (256 * supers, 6);
             let mut rng = Rng(supers as u64);
             let wb = weights(&mut rng, ty, n_in, n_out, false);

@@ -338,11 +338,16 @@ pub(crate) type MultiTileFns = (MultiTileFn<1>, MultiTileFn<WIDE_GROUPS>);
 /// A row kernel: [`q4_k_row`], [`q5_k_row`] or [`q6_k_row`], one of their builds.
 pub(crate) type RowFn = fn(&[u8], &ActRow<'_>) -> ExactAcc;
 
-/// A decode kernel: every weight row of `rows` (whole rows, one cell of
-/// `out` each) against one input row, each cell set to the row kernel's
-/// sum rounded once ([`ExactAcc::finish`]); `false`, nothing written,
-/// for an input row it does not take (the x86 Q4_K and Q6_K builds).
-pub(crate) type DecodeFn = fn(&[u8], &ActRow<'_>, &mut [F32]) -> bool;
+/// A decode kernel: every weight row of `rows` (whole rows) against the
+/// input rows (one to [`DECODE_ROWS`]), each cell of `out` (rows, M) set
+/// to the row kernel's sum rounded once ([`ExactAcc::finish`]); `false`,
+/// nothing written, for input rows it does not take (the x86 Q4_K and
+/// Q6_K builds).
+pub(crate) type DecodeFn = fn(&[u8], &[ActRow<'_>], &mut [F32]) -> bool;
+
+/// Most input rows the x86 Q4_K / Q6_K decode kernels take (batched
+/// decode); more go to the tile kernels.
+pub const DECODE_ROWS: usize = 16;
 
 /// A tile kernel: [`TILE`] weight rows against one input row, or against
 /// up to [`WIDE_ACT_TILE`] (the VNNI build). (Only the x86 builds make

@@ -4,7 +4,7 @@
 //! is one and several input rows (on AVX-512 VNNI [`kquant::WIDE_GROUPS`]
 //! tiles at a time against up to [`kquant::WIDE_ACT_TILE`] input rows), or
 //! all of them through the decode kernel where there is one and one input
-//! row; input rows the kernels do not take, and weight rows of an
+//! row, or up to [`kquant::DECODE_ROWS`] without a VNNI tile; input rows the kernels do not take, and weight rows of an
 //! unexpected length, through [`dot_row`], which reports them.
 //!
 //! Contract: every cell is `dot_row`'s value. Verified by the proptests of
@@ -28,7 +28,8 @@ use crate::simd::Level;
 /// [`dot_row`], which reports them), whole tiles of [`kquant::TILE`] weight
 /// rows first through the tile kernel where there is one and several input
 /// rows ([`kquant_tiles`]), or all rows through the decode kernel where
-/// there is one and one input row ([`kquant_decode`]); returns `(rows
+/// there is one and one input row, or up to [`kquant::DECODE_ROWS`]
+/// without a VNNI tile ([`kquant_decode`]); returns `(rows
 /// done, build, rows done by the tile or decode kernel)`. The build is the row kernel's, or [`Level::Avx512Vnni`]
 /// when the VNNI tile did a tile.
 pub(super) fn kquant_rows(
@@ -45,15 +46,22 @@ pub(super) fn kquant_rows(
 ) -> (usize, Level, usize) {
     let m = x.rows().max(1);
     let mut build = build;
-    let (done, tiled) = match (tile, decode) {
-        (Some(t), _) if m > 1 => {
+    // The decode kernel for one input row, and for a few where there is
+    // no VNNI tile (which takes them faster).
+    let vnni = matches!(tile, Some(KTile::Wide(_)));
+    let decoded = match decode {
+        Some(d) if m == 1 || (m <= kquant::DECODE_ROWS && !vnni) => kquant_decode(w, r0, x, out, d),
+        _ => None,
+    };
+    let (done, tiled) = match (decoded, tile) {
+        (Some(n), _) => (n, n),
+        (None, Some(t)) if m > 1 => {
             let (done, tiled, ran) = kquant_tiles(w, r0, x, out, t);
             if ran && matches!(t, KTile::Wide(_)) {
                 build = Level::Avx512Vnni;
             }
             (done, tiled)
         }
-        (_, Some(d)) if m == 1 => kquant_decode(w, r0, x, out, d),
         _ => (0, 0),
     };
     for (i, cells) in out.chunks_mut(m).enumerate().skip(done) {
@@ -69,23 +77,33 @@ pub(super) fn kquant_rows(
     (out.len() / m, build, tiled)
 }
 
-/// Every row of `out` (one input row) through the decode kernel `d`,
-/// if it takes them all: `(rows done, rows done)`, else `(0, 0)` (the row
-/// kernel then does them).
+/// Every row of `out` (rows, M; M at most [`kquant::DECODE_ROWS`])
+/// through the decode kernel `d`, if it takes them all (every input row
+/// well-formed): the rows done; else `None` (nothing written).
 fn kquant_decode(
     w: &QMatrix<'_>,
     r0: usize,
     x: &QActs<'_>,
     out: &mut [F32],
     d: kquant::DecodeFn,
-) -> (usize, usize) {
-    let rb = w.ty.row_bytes(w.n_in).unwrap_or(0);
-    let end = r0.checked_add(out.len()).and_then(|e| e.checked_mul(rb));
-    let rows = end.and_then(|e| w.data.get(r0 * rb..e));
-    match (rows, x.row(0)) {
-        (Some(rows), Ok(a)) if kquant_act_fits(w, &a) && d(rows, &a, out) => (out.len(), out.len()),
-        _ => (0, 0),
+) -> Option<usize> {
+    let m = x.rows().max(1);
+    let mut acts = [ActRow {
+        qs: &[],
+        sc: &[],
+        ch: &[],
+        flags: 0,
+        h: &[],
+        f: &[],
+    }; kquant::DECODE_ROWS];
+    for (j, a) in acts.get_mut(..m)?.iter_mut().enumerate() {
+        *a = x.row(j).ok().filter(|a| kquant_act_fits(w, a))?;
     }
+    let n = out.len() / m;
+    let rb = w.ty.row_bytes(w.n_in).ok()?;
+    let end = r0.checked_add(n)?.checked_mul(rb)?;
+    let rows = w.data.get(r0 * rb..end)?;
+    d(rows, &acts[..m], out).then_some(n)
 }
 
 /// Whether the K-quant kernels take input row `a` for `w`.
