@@ -520,20 +520,12 @@ fn decode_row<const B: usize, const Q4: bool, const G: usize, W>(
         for (f, a) in fit.iter_mut().zip(acts) {
             *f = w.fit(a.ch.get(c), lims);
         }
-        // Per input row in the chunk sum: its chunk's activations and terms.
-        let b0 = CHUNK_SUPERS * c;
-        let mut live: [(&[[i8; QK_K]], &[ActSuper]); G] = [(&[], &[]); G];
-        for (k, l) in live.iter_mut().enumerate().take(acts.len()) {
-            if fit[k].is_some() {
-                let t = terms.get(k * n + b0..k * n + n).unwrap_or(&[]);
-                *l = (ys[k].get(b0..).unwrap_or(&[]), t);
-            }
-        }
         let mut s = [_mm256_setzero_si256(); G];
         for (i, blk) in bc.iter().enumerate() {
+            let b = CHUNK_SUPERS * c + i;
             let wq = weights(blk, &w, i);
-            for (s, (yc, tc)) in s.iter_mut().zip(&live) {
-                if let (Some(yq), Some(t)) = (yc.get(i), tc.get(i)) {
+            for (k, s) in s.iter_mut().enumerate().take(acts.len()) {
+                if let (Some(_), Some(yq), Some(t)) = (fit[k], ys[k].get(b), terms.get(k * n + b)) {
                     *s = _mm256_add_epi64(*s, dot(&wq, yq, t));
                 }
             }
