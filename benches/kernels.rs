@@ -261,6 +261,56 @@ fn bench(c: &mut Criterion) {
     }
 }
 
+/// The K-quant one-input-row (decode) kernels in weight bytes per second,
+/// to set against `benches/stream.rs`'s plain streaming read: Q4_K and
+/// Q6_K at M = 1 over Qwen2.5-1.5B's FFN shapes (1536 → 8960, 8960 →
+/// 1536), the best path (`auto`) and the portable body (`portable`), one
+/// thread. Each iteration takes the next of [`STREAM_COPIES`] copies of the
+/// matrix (together larger than the last-level cache), so the weights come
+/// from memory as in a model's decode step.
+fn bench_kquant_m1(c: &mut Criterion) {
+    const STREAM_COPIES: usize = 8;
+    let mut rng = Rng(7);
+    let mut arena_buf = vec![0u8; 1 << 20];
+    let mut g = c.benchmark_group("kquant_m1");
+    g.warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .sample_size(10);
+    for (ty, name) in [(GgmlType::Q4_K, "q4_k"), (GgmlType::Q6_K, "q6_k")] {
+        for (n_in, n_out) in [(1536usize, 8960usize), (8960, 1536)] {
+            let copies: Vec<Vec<u8>> = (0..STREAM_COPIES)
+                .map(|_| weights(ty, n_in, n_out, &mut rng))
+                .collect();
+            let qms: Vec<QMatrix<'_>> = copies
+                .iter()
+                .map(|w| QMatrix::new(ty, n_in, n_out, w).unwrap())
+                .collect();
+            let xs: Vec<F32> = (0..n_in)
+                .map(|_| F32::from_bits(rng.unit().to_bits()))
+                .collect();
+            let mut arena = Arena::new(&mut arena_buf);
+            let mut acts = QActs::new(&mut arena, ActKind::Q8, 1, n_in).unwrap();
+            acts.quantize(&xs).unwrap();
+            let mut out = vec![F32::ZERO; n_out];
+            g.throughput(Throughput::Bytes(copies[0].len() as u64));
+            for (path, pname) in [
+                (KernelPath::Auto, "auto"),
+                (KernelPath::Portable, "portable"),
+            ] {
+                let id = format!("{name}/{n_in}x{n_out}");
+                let mut k = 0;
+                g.bench_function(BenchmarkId::new(pname, &id), |b| {
+                    b.iter(|| {
+                        k = (k + 1) % STREAM_COPIES;
+                        rows_kernel_with(&qms[k], 0, black_box(&acts), &mut out, path)
+                    })
+                });
+            }
+        }
+    }
+    g.finish();
+}
+
 /// RMSNorm over a prefill's rows (`kernels::rmsnorm::rmsnorm_rows`, one
 /// thread): Gemma 3 270M's 59 rows of width 640 and its per-head Q norm
 /// (4 heads: 236 rows of 256); throughput in elements per second.
@@ -356,6 +406,7 @@ fn bench_activations(c: &mut Criterion) {
 fn main() {
     let mut c = Criterion::default().configure_from_args();
     bench(&mut c);
+    bench_kquant_m1(&mut c);
     bench_rmsnorm(&mut c);
     bench_activations(&mut c);
     c.final_summary();

@@ -32,7 +32,7 @@
 
 mod support;
 
-use detllm::quant::fast::kquant::TILE;
+use detllm::quant::fast::kquant::{DECODE_ROWS, TILE};
 use detllm::quant::fast::{
     KernelPath, ROW_GROUP, RowsRun, WIDE_GROUPS, WIDE_MIN_ROWS, rows_kernel_with,
 };
@@ -157,16 +157,20 @@ fn weights(rng: &mut Rng, ty: GgmlType, scales: &[usize], n_in: usize, n_out: us
 
 /// What `path` must report for `rows` rows, all in whole groups, against `m`
 /// input rows on this CPU (Q4_K and Q6_K on a SIMD path with several input
-/// rows: whole tiles through the tile kernel; Q4_1, Q5_0 and Q8_0 on the VNNI
+/// rows: whole tiles through the tile kernel, with one (or up to
+/// `DECODE_ROWS` without the VNNI tile): every row through the decode
+/// kernel; Q4_1, Q5_0 and Q8_0 on the VNNI
 /// build with at least `WIDE_MIN_ROWS`: whole wide groups through the wide
 /// kernel).
 fn check_ran(ty: GgmlType, path: KernelPath, rows: usize, m: usize, ran: RowsRun) {
     assert_eq!(ran.blocked_rows, rows, "{ty:?} {path:?}: blocked rows");
     let cpu = level();
-    let tiled = matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K)
+    let simd_kquant = matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K)
         && path != KernelPath::Portable
-        && cpu >= Level::Avx2
-        && m > 1;
+        && cpu >= Level::Avx2;
+    let vnni = path == KernelPath::Auto && cpu == Level::Avx512Vnni;
+    let decode = simd_kquant && (m == 1 || (m <= DECODE_ROWS && !vnni));
+    let tiled = simd_kquant && m > 1 && !decode;
     // Q4_1 / Q5_0 / Q8_0 on `Auto` with VNNI and enough input rows: whole wide
     // groups (four row groups) through the wide kernel.
     let wide = matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q8_0)
@@ -176,6 +180,8 @@ fn check_ran(ty: GgmlType, path: KernelPath, rows: usize, m: usize, ran: RowsRun
     let wide_rows = WIDE_GROUPS * ROW_GROUP;
     let want_tiled = if tiled {
         rows / TILE * TILE
+    } else if decode {
+        rows
     } else if wide {
         rows / wide_rows * wide_rows
     } else {

@@ -17,7 +17,10 @@
 //! build with several input rows run whole tiles of [`TILE`] weight rows
 //! through the x86 tile kernel (asserted too: `RowsRun::tiled_rows`; on
 //! `Auto` with AVX-512 VNNI the tile of four weight rows, or four such
-//! tiles, by up to 32 input rows, reported as that build). Q4_1, Q5_0 and
+//! tiles, by up to 32 input rows, reported as that build), and with one
+//! input row (or up to `DECODE_ROWS` on a build without the VNNI tile)
+//! every weight row through the x86 decode kernel (counted in
+//! `RowsRun::tiled_rows` too). Q4_1, Q5_0 and
 //! Q8_0 on `Auto` with AVX-512 VNNI and at least `WIDE_MIN_ROWS` input rows
 //! run whole wide groups (`WIDE_GROUPS` row groups) through the wide kernel
 //! (asserted as `RowsRun::tiled_rows`). For the formats without a
@@ -27,7 +30,8 @@
 use crate::support;
 
 use detllm::quant::fast::kquant::{
-    CHUNK_LIM_Q4_K, CHUNK_LIM_Q6_K, CHUNK_SUPERS, CHUNK_WLIM_Q4_K, CHUNK_WLIM_Q6_K, TILE,
+    CHUNK_LIM_Q4_K, CHUNK_LIM_Q6_K, CHUNK_SUPERS, CHUNK_WLIM_Q4_K, CHUNK_WLIM_Q6_K, DECODE_ROWS,
+    TILE,
 };
 use detllm::quant::fast::{
     KernelPath, ROW_GROUP, RowsRun, WIDE_GROUPS, WIDE_MIN_ROWS, rows_kernel_with,
@@ -155,7 +159,8 @@ fn expected_run(ty: GgmlType, path: KernelPath, n_rows: usize, m: usize) -> Rows
     let tiled = matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K)
         && build >= Level::Avx2
         && blocked_rows > 0
-        && m > 1;
+        && m > 1
+        && (m > DECODE_ROWS || level() == Level::Avx512Vnni && path == KernelPath::Auto);
     // Q4_1, Q5_0 and Q8_0 on `Auto` with AVX-512 VNNI and at least
     // `WIDE_MIN_ROWS` input rows: whole wide groups (four row groups)
     // through the wide kernel.
@@ -163,8 +168,18 @@ fn expected_run(ty: GgmlType, path: KernelPath, n_rows: usize, m: usize) -> Rows
         && path == KernelPath::Auto
         && level() == Level::Avx512Vnni
         && m >= WIDE_MIN_ROWS;
+    // Q4_K and Q6_K on a SIMD build with one input row, or up to
+    // `DECODE_ROWS` without the VNNI tile: every row through the decode
+    // kernel.
+    let vnni = path == KernelPath::Auto && level() == Level::Avx512Vnni;
+    let decode = matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K)
+        && build >= Level::Avx2
+        && blocked_rows > 0
+        && (m == 1 || (m <= DECODE_ROWS && !vnni));
     let tiled_rows = if tiled {
         n_rows / TILE * TILE
+    } else if decode {
+        n_rows
     } else if wide {
         n_rows / (WIDE_GROUPS * ROW_GROUP) * (WIDE_GROUPS * ROW_GROUP)
     } else {
@@ -533,7 +548,8 @@ fn kquant_extreme_blocks_agree() {
 /// `CHUNK_WLIM_*` (the `i32` weight factor), the two spreads together at
 /// and one past `CHUNK_LIM_*` (the `i64` lane, whose eight terms then
 /// pass 2^63). Within the limits the chunk sum, beyond them the
-/// per-super-block path; the reference and every path agree.
+/// per-super-block path; the reference and every path agree. With one
+/// input row the decode kernel takes the same chunk sums (same limits).
 #[test]
 fn kquant_chunk_limits_agree() {
     let formats = [
@@ -558,7 +574,7 @@ fn kquant_chunk_limits_agree() {
         for (ws, asp) in cases {
             let wb = chunk_weights(ty, n_in, n_out, ws);
             let w = QMatrix::new(ty, n_in, n_out, &wb).unwrap();
-            for m in [2usize, 33] {
+            for m in [1usize, 2, 33] {
                 let x = chunk_inputs(m, n_in, asp);
                 let [r, p, s, v2] = paths(&w, &x, m, 16);
                 assert!(r.iter().all(|c| F32::from_bits(*c).is_finite()), "{ty:?}");
@@ -648,6 +664,39 @@ fn kquant_short_input_rows_go_to_dot_row() {
                 "{ty:?} {p:?}"
             );
             assert_ne!(ran.build, Level::Avx512Vnni, "{ty:?} {p:?}");
+        }
+    }
+}
+
+/// Q4_K and Q6_K rows longer than the decode kernel takes (one super-block
+/// past `MAX_TERMS`, 256) and at its limit, against one input row: past
+/// it every row goes through the row kernel (no row counted as the decode
+/// kernel's), at it through the decode kernel; the cells equal the
+/// reference either way.
+#[test]
+fn kquant_decode_row_length_limit() {
+    for ty in [GgmlType::Q4_K, GgmlType::Q6_K] {
+        for (supers, decoded) in [(256usize, true), (257, false)] {
+            let (n_in, n_out) = (256 * supers, 6);
+            let mut rng = Rng(supers as u64);
+            let wb = weights(&mut rng, ty, n_in, n_out, false);
+            let w = QMatrix::new(ty, n_in, n_out, &wb).unwrap();
+            let x = inputs(&mut rng, 1, n_in, false);
+            let mut buf = vec![0u8; QActs::bytes_for(ActKind::Q8, 1, n_in).unwrap()];
+            let mut arena = Arena::new(&mut buf);
+            let mut a = QActs::new(&mut arena, ActKind::Q8, 1, n_in).unwrap();
+            a.quantize(&x).unwrap();
+            let mut want = vec![F32::ZERO; n_out];
+            rows_kernel_with(&w, 0, &a, &mut want, KernelPath::Reference);
+            for p in [KernelPath::Auto, KernelPath::Avx2] {
+                let mut out = vec![F32::ZERO; n_out];
+                let ran = rows_kernel_with(&w, 0, &a, &mut out, p);
+                let simd = level() >= Level::Avx2;
+                let tiled = if decoded && simd { n_out } else { 0 };
+                assert_eq!(ran.tiled_rows, tiled, "{ty:?} {supers} {p:?}");
+                let bits = |v: &[F32]| v.iter().map(|c| c.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&out), bits(&want), "{ty:?} {supers} {p:?}");
+            }
         }
     }
 }

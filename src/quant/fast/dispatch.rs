@@ -9,7 +9,7 @@
 //! | weights | [`KernelPath::Reference`] | `Portable` | `Auto` | `Avx2` |
 //! |---|---|---|---|---|
 //! | Q4_1, Q5_0, Q8_0 | `dot_row` | blocked, split kernel | blocked, widest fused build (VNNI, AVX2) or portable; on VNNI with at least `WIDE_MIN_ROWS` input rows, sixteen weight rows at a time | blocked, AVX2 fused build or portable |
-//! | Q4_K, Q5_K, Q6_K | `dot_row` | row kernel, portable body | row kernel, widest build (AVX-512, AVX2; Q4_K and Q6_K: hand-written, with several input rows four weight rows at a time — on AVX-512 VNNI sixteen (else four) weight rows against up to 32 input rows at a time) or portable | row kernel, AVX2 build (Q4_K and Q6_K likewise tiled, one input row at a time) or portable |
+//! | Q4_K, Q5_K, Q6_K | `dot_row` | row kernel, portable body | row kernel, widest build (AVX-512, AVX2; Q4_K and Q6_K: hand-written, with one input row every weight row through that build's decode kernel, with several four weight rows at a time — on AVX-512 VNNI sixteen (else four) weight rows against up to 32 input rows at a time) or portable | row kernel, AVX2 build (Q4_K and Q6_K likewise: the decode kernel, or tiled one input row at a time) or portable |
 //! | any other | `dot_row` | `dot_row` | `dot_row` | `dot_row` |
 //!
 //! Contract: every plan computes the same bits as `dot_row` per cell.
@@ -20,7 +20,7 @@
 
 use super::blocked::BlockedRowsFn;
 use super::chunk::{ChunkFn, split_kernel};
-use super::kquant::{self, KQuantKernels, KTile, RowFn, TileFn};
+use super::kquant::{self, DecodeFn, KQuantKernels, KTile, RowFn, TileFn};
 use crate::quant::GgmlType;
 use crate::simd::Level;
 
@@ -91,8 +91,9 @@ fn fused_rows(ty: GgmlType, path: KernelPath, cpu: Level) -> Option<(BlockedRows
 /// The kernels of a K-quant `ty` on `path`: the row kernel's widest build
 /// allowed (`Auto`: AVX-512, else AVX2; `Avx2`: AVX2; else the portable
 /// body) — for Q4_K and Q6_K the hand-written builds, else the
-/// `multiversion!` ones — and its tile kernel: on `Auto` the VNNI tile
-/// where the CPU has it, else the tile build of the row kernel's level.
+/// `multiversion!` ones — its tile kernel: on `Auto` the VNNI tile
+/// where the CPU has it, else the tile build of the row kernel's level —
+/// and the decode kernel of the row kernel's level (Q4_K, Q6_K).
 fn kquant_kernels(ty: GgmlType, path: KernelPath, cpu: Level) -> Option<KQuantKernels> {
     let (body, compiled) = kquant::row_kernels(ty)?;
     let hand: [Option<(RowFn, TileFn)>; 2] = [x86::kquant::avx512(ty), x86::kquant::avx2(ty)];
@@ -113,7 +114,17 @@ fn kquant_kernels(ty: GgmlType, path: KernelPath, cpu: Level) -> Option<KQuantKe
         Level::Portable | Level::Avx512Vnni => None,
     };
     let tile = vnni.map(KTile::Wide).or(one.map(KTile::One));
-    Some(KQuantKernels { row, build, tile })
+    let decode: Option<DecodeFn> = match build {
+        Level::Avx512 => x86::kdecode::avx512(ty),
+        Level::Avx2 => x86::kdecode::avx2(ty),
+        Level::Portable | Level::Avx512Vnni => None,
+    };
+    Some(KQuantKernels {
+        row,
+        build,
+        tile,
+        decode,
+    })
 }
 
 /// The stand-in for the x86 builds on every other target: none.
@@ -127,6 +138,17 @@ mod x86 {
             None
         }
         pub fn vnni_rows(_: GgmlType) -> Option<BlockedRowsFn> {
+            None
+        }
+    }
+    pub mod kdecode {
+        use super::super::DecodeFn;
+        use crate::quant::GgmlType;
+
+        pub fn avx2(_: GgmlType) -> Option<DecodeFn> {
+            None
+        }
+        pub fn avx512(_: GgmlType) -> Option<DecodeFn> {
             None
         }
     }

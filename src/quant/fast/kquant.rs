@@ -53,6 +53,7 @@
 //! (reviewed in [`crate::simd`]), so the file cannot carry
 //! `forbid(unsafe_code)`; the crate's `deny(unsafe_code)` covers the rest.
 
+use crate::F32;
 use crate::quant::GgmlType;
 use crate::quant::act::{ActRow, ActScale, FLAG_D_NONFINITE};
 use crate::quant::block::QK_K;
@@ -337,6 +338,17 @@ pub(crate) type MultiTileFns = (MultiTileFn<1>, MultiTileFn<WIDE_GROUPS>);
 /// A row kernel: [`q4_k_row`], [`q5_k_row`] or [`q6_k_row`], one of their builds.
 pub(crate) type RowFn = fn(&[u8], &ActRow<'_>) -> ExactAcc;
 
+/// A decode kernel: every weight row of `rows` (whole rows) against the
+/// input rows (one to [`DECODE_ROWS`]), each cell of `out` (rows, M) set
+/// to the row kernel's sum rounded once ([`ExactAcc::finish`]); `false`,
+/// nothing written, for input rows it does not take (the x86 Q4_K and
+/// Q6_K builds).
+pub(crate) type DecodeFn = fn(&[u8], &[ActRow<'_>], &mut [F32]) -> bool;
+
+/// Most input rows the x86 Q4_K / Q6_K decode kernels take (batched
+/// decode); more go to the tile kernels.
+pub const DECODE_ROWS: usize = 16;
+
 /// A tile kernel: [`TILE`] weight rows against one input row, or against
 /// up to [`WIDE_ACT_TILE`] (the VNNI build). (Only the x86 builds make
 /// one.)
@@ -351,13 +363,15 @@ pub(crate) enum KTile {
 }
 
 /// A K-quant matrix's kernels, as `super::dispatch` picks them: the row
-/// kernel and its build's level, and the tile kernel where the CPU has one
-/// (the driver uses it with several input rows).
+/// kernel and its build's level, the tile kernel where the CPU has one
+/// (the driver uses it with several input rows) and the decode kernel of
+/// the same build where there is one (with one input row).
 #[derive(Clone, Copy)]
 pub(crate) struct KQuantKernels {
     pub row: RowFn,
     pub build: Level,
     pub tile: Option<KTile>,
+    pub decode: Option<DecodeFn>,
 }
 
 /// The portable body of the row kernel for `ty`, if it has one, and the

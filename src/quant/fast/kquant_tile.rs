@@ -2,9 +2,10 @@
 //! the row kernel `super::dispatch` picked, whole tiles of
 //! [`kquant::TILE`] weight rows first through the tile kernel where there
 //! is one and several input rows (on AVX-512 VNNI [`kquant::WIDE_GROUPS`]
-//! tiles at a time against up to [`kquant::WIDE_ACT_TILE`] input rows);
-//! input rows the kernels do not take, and weight rows of an unexpected
-//! length, through [`dot_row`], which reports them.
+//! tiles at a time against up to [`kquant::WIDE_ACT_TILE`] input rows), or
+//! all of them through the decode kernel where there is one and one input
+//! row, or up to [`kquant::DECODE_ROWS`] without a VNNI tile; input rows the kernels do not take, and weight rows of an
+//! unexpected length, through [`dot_row`], which reports them.
 //!
 //! Contract: every cell is `dot_row`'s value. Verified by the proptests of
 //! `tests/kernels/matmul.rs` on every path (which assert the build that
@@ -26,8 +27,10 @@ use crate::simd::Level;
 /// kernel `row` (cells whose rows do not have the expected lengths through
 /// [`dot_row`], which reports them), whole tiles of [`kquant::TILE`] weight
 /// rows first through the tile kernel where there is one and several input
-/// rows ([`kquant_tiles`]); returns `(rows done, build, rows done by the
-/// tile kernel)`. The build is the row kernel's, or [`Level::Avx512Vnni`]
+/// rows ([`kquant_tiles`]), or all rows through the decode kernel where
+/// there is one and one input row, or up to [`kquant::DECODE_ROWS`]
+/// without a VNNI tile ([`kquant_decode`]); returns `(rows
+/// done, build, rows done by the tile or decode kernel)`. The build is the row kernel's, or [`Level::Avx512Vnni`]
 /// when the VNNI tile did a tile.
 pub(super) fn kquant_rows(
     w: &QMatrix<'_>,
@@ -38,13 +41,21 @@ pub(super) fn kquant_rows(
         row: f,
         build,
         tile,
+        decode,
     }: KQuantKernels,
 ) -> (usize, Level, usize) {
     let m = x.rows().max(1);
     let mut build = build;
-    // One input row (decode) measured faster per row kernel.
-    let (done, tiled) = match tile {
-        Some(t) if m > 1 => {
+    // The decode kernel for one input row, and for a few where there is
+    // no VNNI tile (which takes them faster).
+    let vnni = matches!(tile, Some(KTile::Wide(_)));
+    let decoded = match decode {
+        Some(d) if m == 1 || (m <= kquant::DECODE_ROWS && !vnni) => kquant_decode(w, r0, x, out, d),
+        _ => None,
+    };
+    let (done, tiled) = match (decoded, tile) {
+        (Some(n), _) => (n, n),
+        (None, Some(t)) if m > 1 => {
             let (done, tiled, ran) = kquant_tiles(w, r0, x, out, t);
             if ran && matches!(t, KTile::Wide(_)) {
                 build = Level::Avx512Vnni;
@@ -64,6 +75,35 @@ pub(super) fn kquant_rows(
         }
     }
     (out.len() / m, build, tiled)
+}
+
+/// Every row of `out` (rows, M; M at most [`kquant::DECODE_ROWS`])
+/// through the decode kernel `d`, if it takes them all (every input row
+/// well-formed): the rows done; else `None` (nothing written).
+fn kquant_decode(
+    w: &QMatrix<'_>,
+    r0: usize,
+    x: &QActs<'_>,
+    out: &mut [F32],
+    d: kquant::DecodeFn,
+) -> Option<usize> {
+    let m = x.rows().max(1);
+    let mut acts = [ActRow {
+        qs: &[],
+        sc: &[],
+        ch: &[],
+        flags: 0,
+        h: &[],
+        f: &[],
+    }; kquant::DECODE_ROWS];
+    for (j, a) in acts.get_mut(..m)?.iter_mut().enumerate() {
+        *a = x.row(j).ok().filter(|a| kquant_act_fits(w, a))?;
+    }
+    let n = out.len() / m;
+    let rb = w.ty.row_bytes(w.n_in).ok()?;
+    let end = r0.checked_add(n)?.checked_mul(rb)?;
+    let rows = w.data.get(r0 * rb..end)?;
+    d(rows, &acts[..m], out).then_some(n)
 }
 
 /// Whether the K-quant kernels take input row `a` for `w`.

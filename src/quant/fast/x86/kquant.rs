@@ -144,7 +144,7 @@ fn to_array(v: __m256i) -> [i32; 8] {
 
 /// The 32 bytes of `s` at `at` as a vector.
 #[target_feature(enable = "avx2")]
-fn load32<T: Copy>(s: &[T], at: usize) -> __m256i {
+pub(super) fn load32<T: Copy>(s: &[T], at: usize) -> __m256i {
     assert!(size_of::<T>() == 1 && at + 32 <= s.len());
     // SAFETY: `T` is one byte and `at + 32 <= s.len()` (asserted above), so
     // the 32 bytes read lie in `s`; the load is unaligned.
@@ -155,7 +155,8 @@ fn load32<T: Copy>(s: &[T], at: usize) -> __m256i {
 /// total): two `vphaddd` levels (lane `k < 4` of the second: `v[k]`'s
 /// low-half total, lane `4 + k` its high half's), then the halves added.
 #[target_feature(enable = "avx2")]
-fn sum8v(v: [__m256i; 8]) -> __m256i {
+#[inline]
+pub(super) fn sum8v(v: [__m256i; 8]) -> __m256i {
     let t0 = _mm256_hadd_epi32(v[0], v[1]);
     let t1 = _mm256_hadd_epi32(v[2], v[3]);
     let t2 = _mm256_hadd_epi32(v[4], v[5]);
@@ -187,7 +188,8 @@ fn scaled_sum_split(a: __m256i, m: [__m256i; 2], r: [__m256i; 2]) -> i64 {
 
 /// Eight `i32` as a vector.
 #[target_feature(enable = "avx2")]
-fn v8(v: [i32; 8]) -> __m256i {
+#[inline]
+pub(super) fn v8(v: [i32; 8]) -> __m256i {
     _mm256_setr_epi32(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7])
 }
 
@@ -209,7 +211,7 @@ fn q4_k_row_vec(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
 /// and spread, mantissas, `rel`, `bsum`) are gathered once for all rows.
 /// The caller checks the input row's lengths as for one.
 #[target_feature(enable = "avx2")]
-fn q4_k_rows_vec<const N: usize>(rows: [&[u8]; N], a: &ActRow<'_>) -> [ExactAcc; N] {
+pub(super) fn q4_k_rows_vec<const N: usize>(rows: [&[u8]; N], a: &ActRow<'_>) -> [ExactAcc; N] {
     let mut acc = [(); N].map(|()| ExactAcc {
         sum: 0,
         nonfinite: a.flags & FLAG_D_NONFINITE != 0,
@@ -415,7 +417,8 @@ fn q6_k_sub_blocks_in_i128(
 /// its last 16's; `u1` likewise for sub-blocks `4..8`. `v[j]`: sub-block
 /// `j`'s `i32` partial sums, the first half in the low 128 bits.
 #[target_feature(enable = "avx2")]
-fn half_sums(v: [__m256i; 8]) -> (__m256i, __m256i) {
+#[inline]
+pub(super) fn half_sums(v: [__m256i; 8]) -> (__m256i, __m256i) {
     let t0 = _mm256_hadd_epi32(v[0], v[1]);
     let t1 = _mm256_hadd_epi32(v[2], v[3]);
     let t2 = _mm256_hadd_epi32(v[4], v[5]);
@@ -437,7 +440,7 @@ fn half_sums(v: [__m256i; 8]) -> (__m256i, __m256i) {
 /// two halves added: `sumi_j`, as `q6_k_sumi`; then [`q6_k_super_end`].
 /// The caller checks the input row's lengths as for one.
 #[target_feature(enable = "avx2")]
-fn q6_k_rows_vec<const N: usize>(rows: [&[u8]; N], a: &ActRow<'_>) -> [ExactAcc; N] {
+pub(super) fn q6_k_rows_vec<const N: usize>(rows: [&[u8]; N], a: &ActRow<'_>) -> [ExactAcc; N] {
     let mut acc = [(); N].map(|()| ExactAcc {
         sum: 0,
         nonfinite: a.flags & FLAG_D_NONFINITE != 0,
@@ -837,7 +840,7 @@ fn across_lanes(v: __m512i, op: impl Fn(__m512i, __m512i) -> __m512i) -> u32 {
 
 /// `t << s` for `s < 64` (as [`add_mul_shifted`]).
 #[inline(always)]
-fn shl63(t: i128, s: u32) -> i128 {
+pub(super) fn shl63(t: i128, s: u32) -> i128 {
     debug_assert!(s < 64);
     t << (s & 63)
 }

@@ -5,7 +5,9 @@
 //! * [`blocked`] — the fused Q4_1 / Q5_0 / Q8_0 chunk kernels, and the
 //!   instruction sets' builds of the blocked drivers that inline them;
 //! * [`kquant`] — the Q4_K / Q6_K row and tile kernels, and their AVX-512
-//!   VNNI tile.
+//!   VNNI tile;
+//! * [`kdecode`] — the Q4_K / Q6_K decode kernels: every weight row against
+//!   one input row, the input's terms taken once, `i64` chunk sums.
 //!
 //! These are leaves: they import only the portable drivers, kernel types
 //! and bounds of [`super`] and crate-level leaf modules (`quant::act`,
@@ -20,9 +22,10 @@
 //! `tests/kernels/matmul.rs` check that on every path this CPU runs (and
 //! that the build asked for ran), `tests/kernels_guarded.rs` that the
 //! kernels read only their inputs. With `crate::pool` and the expansion of
-//! `crate::simd::multiversion!`, the two files here are the only code of
+//! `crate::simd::multiversion!`, the three files here are the only code of
 //! the crate allowed `unsafe` (each carries its review); this file has
 //! none.
 
 pub(super) mod blocked;
+pub(super) mod kdecode;
 pub(super) mod kquant;
