@@ -10,7 +10,7 @@
 
 use libfuzzer_sys::fuzz_target;
 
-#[path = "../../tests/tokenizer_fuzz_check.rs"]
+#[path = "../../tests/tokenizer/fuzz_check.rs"]
 mod check;
 
 fuzz_target!(|data: &[u8]| {
