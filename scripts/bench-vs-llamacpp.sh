@@ -43,13 +43,15 @@ ref="${LLAMACPP_REF:-$repo/scripts/llamacpp_ref.py}"
 
 # The Python environment.
 venv="$repo/.venv-llamacpp"
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || ensure_apt python3-venv
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+# llama-cpp-python's own dependencies, by name (it is installed --no-deps below,
+# so that a rebuild never upgrades them); quick when present.
+"$venv/bin/pip" install --quiet numpy typing_extensions diskcache jinja2 >&2
 # An install built with llama.cpp's AMX kernels (before LLAMACPP_CFLAGS) is rebuilt.
-if ! "$venv/bin/python" -c 'import llama_cpp, numpy' >/dev/null 2>&1 || llamacpp_has_amx "$venv"; then
-    python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || ensure_apt python3-venv
+if ! "$venv/bin/python" -c 'import llama_cpp' >/dev/null 2>&1 || llamacpp_has_amx "$venv"; then
     command -v cc >/dev/null 2>&1 && command -v cmake >/dev/null 2>&1 || ensure_apt build-essential cmake
-    [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
     echo "installing llama-cpp-python 0.3.36 into $venv (compiles llama.cpp, ~10+ min)..." >&2
-    "$venv/bin/pip" install --quiet numpy >&2
     CMAKE_ARGS="$LLAMACPP_CMAKE_ARGS" "$venv/bin/pip" install --quiet --no-cache-dir \
         --force-reinstall --no-deps llama-cpp-python==0.3.36 >&2
 fi

@@ -20,9 +20,10 @@ ensure_apt cmake
 # The real-model tests need SmolLM2-135M-Instruct.
 model="$(bash scripts/fetch-model.sh)"
 export DETLLM_MODEL="$model"
-# The two real Q4_K_M models (Qwen2.5-Coder-0.5B, Gemma 3 270M): the tests
-# find them in the cache by the names scripts/fetch-real-model.sh gives them.
+# The real Q4_K_M models (Qwen2.5-Coder-0.5B and 1.5B, Gemma 3 270M): the
+# tests find them in the cache by the names scripts/fetch-real-model.sh gives them.
 bash scripts/fetch-real-model.sh qwen2.5-coder-0.5b >/dev/null
+bash scripts/fetch-real-model.sh qwen2.5-coder-1.5b >/dev/null
 bash scripts/fetch-real-model.sh gemma3-270m >/dev/null
 # The tiny gguf-py llama of tests/gguf/reader.rs (into the user cache).
 bash scripts/make-fixtures.sh cache

@@ -1,6 +1,6 @@
 //! detllm against llama.cpp on the newer architectures: the real Gemma 3
 //! 270M (gemma3: GEGLU, post-norms, Q/K norms, sliding window) and
-//! Qwen2.5-Coder 0.5B (qwen2), and synthetic gemma3 / qwen3 / llama with
+//! Qwen2.5-Coder 0.5B and 1.5B (qwen2; the 1.5B all Q4_K / Q6_K), and synthetic gemma3 / qwen3 / llama with
 //! `rope_freqs` files written by `detllm::model::synth`.
 //!
 //! Each golden `tests/data/<name>-llamacpp.json` holds llama.cpp's logits on
@@ -38,6 +38,17 @@
 //! detllm's rows and checks that each of these four measures fails by at
 //! least [`PLANT_MARGIN`] times its bound.
 //!
+//! A golden may hold an f64 reference of its first row
+//! (`scripts/f64_first_row.py`: exact dequantized weights, unquantized
+//! activations). That row is then left out of every measure against
+//! llama.cpp and detllm's is held to the reference instead (KL at most
+//! [`MAX_KL_F64_FIRST_ROW`], the same top-1): on Qwen2.5-Coder-1.5B the
+//! first row carries a massive activation (≈ 3,700 in one channel) and
+//! llama.cpp's logits there are 5.6 nats from the reference, its top-1
+//! ranked 850th (its K-quant dots quantize activations per 256), while
+//! detllm's are 0.28 from it with the same top-3. Counted in, that one row
+//! would be 0.0078 of the 1.5B's mean KL of 0.0101.
+//!
 //! The real models follow `tests/support/model.rs` (skip with a notice when
 //! absent, fail when the run requires them).
 #![cfg(feature = "std")]
@@ -61,6 +72,10 @@ const CHUNK: usize = 32;
 const PPL_REL: f64 = 0.01;
 /// Mean KL(llama.cpp ‖ detllm) allowed, nats.
 const MAX_KL: f64 = 0.01;
+/// KL(f64 ‖ detllm) allowed on a first row held to the f64 reference
+/// (`scripts/f64_first_row.py`; measured 0.28 on Qwen2.5-Coder-1.5B over
+/// the whole vocabulary, where llama.cpp's row is 5.6 from it).
+const MAX_KL_F64_FIRST_ROW: f64 = 0.5;
 /// Share of rows whose top-1 must agree.
 const MIN_TOP1: f64 = 0.9;
 /// Largest |Δ| on a stored logit of a synthetic model (measured 0.0159,
@@ -106,6 +121,10 @@ struct Stats {
     /// Mean |NLL_llama.cpp − ln V| of the next token (V: the vocabulary
     /// size; `ln V` is the uniform distribution's NLL), per row.
     mean_nll_uniform: f64,
+    /// When the golden holds an f64 reference of the first row (whose row
+    /// is then left out of every measure above): KL(f64 ‖ detllm) over the
+    /// reference's top-k plus the rest, and whether the top-1 agree.
+    first_row_f64: Option<(f64, bool)>,
 }
 
 impl Stats {
@@ -163,6 +182,9 @@ fn compare(bytes: &[u8], golden: &Value, plant: Plant) -> Stats {
     let (mut nll_l, mut nll_d, mut n_scored) = (0f64, 0f64, 0usize);
     let (mut nll_delta, mut nll_uniform) = (0f64, 0f64);
     let (mut kl_sum, mut klu_sum, mut agree, mut max_abs) = (0f64, 0f64, 0usize, 0f64);
+    let f64_first_row = golden.get("f64_first_row");
+    let mut first_row_f64 = None;
+    let mut n_rows = 0usize;
     for (c, chunk) in ids.chunks(CHUNK).enumerate() {
         let entry = Entry {
             seq,
@@ -184,15 +206,16 @@ fn compare(bytes: &[u8], golden: &Value, plant: Plant) -> Stats {
             }
             let m = d.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
             let lse_d = m + d.iter().map(|x| (x - m).exp()).sum::<f64>().ln();
-            let lse_l = g["lse"].as_f64().unwrap();
-            let top: Vec<(usize, f64)> = g["top"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|t| (t[0].as_u64().unwrap() as usize, t[1].as_f64().unwrap()))
-                .collect();
             // argmax, lowest id on ties.
             let best = (0..vocab).fold(0, |b, i| if d[i] > d[b] { i } else { b });
+            if let (0, Some(reference)) = (p, f64_first_row) {
+                let (top, lse) = (top_of(reference), reference["lse"].as_f64().unwrap());
+                first_row_f64 = Some((kl_top_rest(&top, lse, &d, lse_d), best == top[0].0));
+                continue;
+            }
+            n_rows += 1;
+            let lse_l = g["lse"].as_f64().unwrap();
+            let top = top_of(g);
             agree += usize::from(best == top[0].0);
             // KL over the top-k plus the rest, against detllm and against
             // the uniform distribution.
@@ -222,7 +245,7 @@ fn compare(bytes: &[u8], golden: &Value, plant: Plant) -> Stats {
             }
         }
     }
-    let n = ids.len() as f64;
+    let n = n_rows as f64;
     Stats {
         ppl_llama: (nll_l / n_scored as f64).exp(),
         ppl_detllm: (nll_d / n_scored as f64).exp(),
@@ -232,7 +255,32 @@ fn compare(bytes: &[u8], golden: &Value, plant: Plant) -> Stats {
         mean_kl_uniform: klu_sum / n,
         mean_nll_delta: nll_delta / n_scored as f64,
         mean_nll_uniform: nll_uniform / n_scored as f64,
+        first_row_f64,
     }
+}
+
+/// A stored row's top-k as (id, logit).
+fn top_of(row: &Value) -> Vec<(usize, f64)> {
+    row["top"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t[0].as_u64().unwrap() as usize, t[1].as_f64().unwrap()))
+        .collect()
+}
+
+/// KL(reference ‖ detllm) over the reference's `top` (id, logit) with its
+/// log-sum-exp `lse`, plus one bucket for the rest of the vocabulary.
+fn kl_top_rest(top: &[(usize, f64)], lse: f64, d: &[f64], lse_d: f64) -> f64 {
+    let (mut kl, mut p_top, mut q_top) = (0f64, 0f64, 0f64);
+    for &(i, l) in top {
+        let (p, q) = ((l - lse).exp(), (d[i] - lse_d).exp());
+        kl += p * (p.ln() - q.ln());
+        p_top += p;
+        q_top += q;
+    }
+    let (p_rest, q_rest) = ((1.0 - p_top).max(1e-12), (1.0 - q_top).max(1e-12));
+    kl + p_rest * (p_rest.ln() - q_rest.ln())
 }
 
 fn golden(name: &str) -> Value {
@@ -267,6 +315,13 @@ fn check(name: &str, bytes: &[u8], synthetic: bool, ppl_rel: f64) {
             s.ppl_llama
         );
         assert!(s.mean_kl <= MAX_KL, "{name}: mean KL {}", s.mean_kl);
+    }
+    if let Some((kl, top1)) = s.first_row_f64 {
+        eprintln!("{name}: first row against the f64 reference: KL {kl:.4}, top-1 agrees: {top1}");
+        assert!(
+            kl <= MAX_KL_F64_FIRST_ROW && top1,
+            "{name}: first row KL(f64 ‖ detllm) {kl}, top-1 agrees: {top1}"
+        );
     }
     assert!(s.top1 >= MIN_TOP1, "{name}: top-1 agreement {}", s.top1);
 }
@@ -305,6 +360,18 @@ fn qwen25_coder_matches_llamacpp() {
     real(
         "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
         "qwen2.5-coder-0.5b",
+        PPL_REL,
+    );
+}
+
+/// Qwen2.5-Coder-1.5B: every matrix Q4_K or Q6_K (its widths, 1536 and
+/// 8960, are multiples of 256), so this is the check of the K-quant kernels
+/// on a whole real model, as the 0.5B (mostly Q5_0 / Q8_0) is of the others.
+#[test]
+fn qwen25_coder_1_5b_matches_llamacpp() {
+    real(
+        "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        "qwen2.5-coder-1.5b",
         PPL_REL,
     );
 }
