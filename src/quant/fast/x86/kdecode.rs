@@ -430,22 +430,25 @@ fn q6_k_super(w: &Q6kSuper, yq: &[i8; QK_K], act: &ActSuper) -> __m256i {
 /// Input rows per pass over the weights with several input rows.
 const GROUP: usize = 8;
 
-/// The rows of `rows` (whole rows of `B`-byte super-blocks, as many as
-/// `out` has rows of `acts.len()` cells) against the input rows `acts`,
-/// up to `G` at a time (fewer where their terms would pass
-/// [`MAX_TERMS`]), each pass's cells by `row` given a weight row, the
+/// The rows of `rows` (whole rows of `B`-byte super-blocks; `out` holds
+/// as many rows of `stride` cells) against the input rows `acts`, up to
+/// `G` at a time (fewer where their terms would pass [`MAX_TERMS`]), each
+/// pass's cells (columns `col..` of `out`) by `row` given a weight row, the
 /// pass's input rows and their terms; `false` (nothing written) where the
-/// lengths do not match, there are more than [`kquant::DECODE_ROWS`]
-/// input rows or one is longer than [`MAX_TERMS`] super-blocks.
+/// lengths do not match, the columns pass the stride, there are more than
+/// [`kquant::DECODE_ROWS`] input rows or one is longer than [`MAX_TERMS`]
+/// super-blocks.
 #[target_feature(enable = "avx2")]
 #[inline]
 fn decode_rows<const B: usize, const Q6: bool, const G: usize>(
     rows: &[u8],
     acts: &[ActRow<'_>],
-    out: &mut [F32],
+    (out, col): (&mut [F32], usize),
     row: impl Fn(&[u8], &[ActRow<'_>], &[ActSuper]) -> [ExactAcc; G],
 ) -> bool {
     let (m, n) = (acts.len(), acts.first().map_or(0, |a| a.qs.len() / QK_K));
+    let n_rows = rows.len() / (B * n.max(1));
+    let stride = out.len().checked_div(n_rows).unwrap_or(m);
     let fits = n > 0
         && n <= MAX_TERMS
         && m <= kquant::DECODE_ROWS
@@ -454,8 +457,9 @@ fn decode_rows<const B: usize, const Q6: bool, const G: usize>(
                 && a.sc.len() == 8 * n
                 && a.ch.len() == (8 * n).div_ceil(CHUNK_BLOCKS)
         })
-        && out.len().is_multiple_of(m)
-        && rows.len() == B * n * (out.len() / m);
+        && rows.len() == B * n * n_rows
+        && out.len() == stride * n_rows
+        && col.checked_add(m).is_some_and(|end| end <= stride);
     if !fits {
         return false;
     }
@@ -473,9 +477,9 @@ fn decode_rows<const B: usize, const Q6: bool, const G: usize>(
             }
         }
         let terms = &terms[..pass.len() * n];
-        for (w, cells) in rows.chunks_exact(B * n).zip(out.chunks_exact_mut(m)) {
+        for (w, cells) in rows.chunks_exact(B * n).zip(out.chunks_exact_mut(stride)) {
             let accs = row(w, pass, terms);
-            for (c, acc) in cells[p * per..].iter_mut().zip(&accs[..pass.len()]) {
+            for (c, acc) in cells[col + p * per..].iter_mut().zip(&accs[..pass.len()]) {
                 *c = acc.finish();
             }
         }
@@ -650,26 +654,26 @@ fn q6_k_chunk_by_row_kernel(acc: &mut ExactAcc, blks: &[u8], a: &ActRow<'_>, c: 
 macro_rules! decode_build {
     ($q4:ident, $q6:ident, $features:literal) => {
         #[target_feature(enable = $features)]
-        fn $q4(rows: &[u8], acts: &[ActRow<'_>], out: &mut [F32]) -> bool {
+        fn $q4(rows: &[u8], acts: &[ActRow<'_>], out: &mut [F32], col: usize) -> bool {
             if acts.len() == 1 {
-                decode_rows::<Q4_K_BYTES, false, 1>(rows, acts, out, |w, a, t| {
+                decode_rows::<Q4_K_BYTES, false, 1>(rows, acts, (out, col), |w, a, t| {
                     q4_k_decode_row::<1>(w, a, t)
                 })
             } else {
-                decode_rows::<Q4_K_BYTES, false, GROUP>(rows, acts, out, |w, a, t| {
+                decode_rows::<Q4_K_BYTES, false, GROUP>(rows, acts, (out, col), |w, a, t| {
                     q4_k_decode_row::<GROUP>(w, a, t)
                 })
             }
         }
 
         #[target_feature(enable = $features)]
-        fn $q6(rows: &[u8], acts: &[ActRow<'_>], out: &mut [F32]) -> bool {
+        fn $q6(rows: &[u8], acts: &[ActRow<'_>], out: &mut [F32], col: usize) -> bool {
             if acts.len() == 1 {
-                decode_rows::<Q6_K_BYTES, true, 1>(rows, acts, out, |w, a, t| {
+                decode_rows::<Q6_K_BYTES, true, 1>(rows, acts, (out, col), |w, a, t| {
                     q6_k_decode_row::<1>(w, a, t)
                 })
             } else {
-                decode_rows::<Q6_K_BYTES, true, GROUP>(rows, acts, out, |w, a, t| {
+                decode_rows::<Q6_K_BYTES, true, GROUP>(rows, acts, (out, col), |w, a, t| {
                     q6_k_decode_row::<GROUP>(w, a, t)
                 })
             }
@@ -685,27 +689,27 @@ decode_build!(
 );
 
 /// [`kquant::DecodeFn`] entry of [`q4_k_decode_avx2`].
-fn q4_k_decode_avx2_entry(rows: &[u8], acts: &[ActRow<'_>], out: &mut [F32]) -> bool {
+fn q4_k_decode_avx2_entry(rows: &[u8], acts: &[ActRow<'_>], out: &mut [F32], col: usize) -> bool {
     // SAFETY: only handed out by `avx2`, after `simd::level()` returned
     // `Avx2` or wider: AVX2, BMI1, BMI2, LZCNT.
-    unsafe { q4_k_decode_avx2(rows, acts, out) }
+    unsafe { q4_k_decode_avx2(rows, acts, out, col) }
 }
 
 /// [`kquant::DecodeFn`] entry of [`q6_k_decode_avx2`].
-fn q6_k_decode_avx2_entry(rows: &[u8], acts: &[ActRow<'_>], out: &mut [F32]) -> bool {
+fn q6_k_decode_avx2_entry(rows: &[u8], acts: &[ActRow<'_>], out: &mut [F32], col: usize) -> bool {
     // SAFETY: as in `q4_k_decode_avx2_entry`.
-    unsafe { q6_k_decode_avx2(rows, acts, out) }
+    unsafe { q6_k_decode_avx2(rows, acts, out, col) }
 }
 
 /// [`kquant::DecodeFn`] entry of [`q4_k_decode_avx512`].
-fn q4_k_decode_avx512_entry(rows: &[u8], acts: &[ActRow<'_>], out: &mut [F32]) -> bool {
+fn q4_k_decode_avx512_entry(rows: &[u8], acts: &[ActRow<'_>], out: &mut [F32], col: usize) -> bool {
     // SAFETY: only handed out by `avx512`, after `simd::level()` returned
     // `Avx512` or wider: the AVX2 set and AVX-512 F, CD, VL, DQ, BW.
-    unsafe { q4_k_decode_avx512(rows, acts, out) }
+    unsafe { q4_k_decode_avx512(rows, acts, out, col) }
 }
 
 /// [`kquant::DecodeFn`] entry of [`q6_k_decode_avx512`].
-fn q6_k_decode_avx512_entry(rows: &[u8], acts: &[ActRow<'_>], out: &mut [F32]) -> bool {
+fn q6_k_decode_avx512_entry(rows: &[u8], acts: &[ActRow<'_>], out: &mut [F32], col: usize) -> bool {
     // SAFETY: as in `q4_k_decode_avx512_entry`.
-    unsafe { q6_k_decode_avx512(rows, acts, out) }
+    unsafe { q6_k_decode_avx512(rows, acts, out, col) }
 }
