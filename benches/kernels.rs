@@ -311,6 +311,53 @@ fn bench_kquant_m1(c: &mut Criterion) {
     g.finish();
 }
 
+/// The K-quant kernels with several input rows, weights streamed from
+/// memory as in [`bench_kquant_m1`] (Q4_K and Q6_K, 1536 → 8960, one
+/// thread): `m1x8`, eight calls of one input row each (eight single-row
+/// decode steps), against `m8`, one call of eight (a batched decode step:
+/// every weight load shared by the eight), and `m64`, one call of 64 (a
+/// prefill chunk); throughput in multiply-adds (input rows × weights).
+fn bench_kquant_rows(c: &mut Criterion) {
+    const STREAM_COPIES: usize = 8;
+    let (n_in, n_out) = (1536usize, 8960usize);
+    let mut rng = Rng(9);
+    let mut arena_buf = vec![0u8; 1 << 20];
+    let mut g = c.benchmark_group("kquant_rows");
+    g.warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .sample_size(10);
+    for (ty, name) in [(GgmlType::Q4_K, "q4_k"), (GgmlType::Q6_K, "q6_k")] {
+        let copies: Vec<Vec<u8>> = (0..STREAM_COPIES)
+            .map(|_| weights(ty, n_in, n_out, &mut rng))
+            .collect();
+        let qms: Vec<QMatrix<'_>> = copies
+            .iter()
+            .map(|w| QMatrix::new(ty, n_in, n_out, w).unwrap())
+            .collect();
+        for (m, calls, id) in [(1usize, 8usize, "m1x8"), (8, 1, "m8"), (64, 1, "m64")] {
+            let xs: Vec<F32> = (0..m * n_in)
+                .map(|_| F32::from_bits(rng.unit().to_bits()))
+                .collect();
+            let mut arena = Arena::new(&mut arena_buf);
+            let mut acts = QActs::new(&mut arena, ActKind::Q8, m, n_in).unwrap();
+            acts.quantize(&xs).unwrap();
+            let mut out = vec![F32::ZERO; m * n_out];
+            g.throughput(Throughput::Elements((m * calls * n_in * n_out) as u64));
+            let mut k = 0;
+            g.bench_function(BenchmarkId::new(name, id), |b| {
+                b.iter(|| {
+                    for _ in 0..calls {
+                        k = (k + 1) % STREAM_COPIES;
+                        let w = &qms[k];
+                        rows_kernel_with(w, 0, black_box(&acts), &mut out, KernelPath::Auto);
+                    }
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
 /// RMSNorm over a prefill's rows (`kernels::rmsnorm::rmsnorm_rows`, one
 /// thread): Gemma 3 270M's 59 rows of width 640 and its per-head Q norm
 /// (4 heads: 236 rows of 256); throughput in elements per second.
@@ -407,6 +454,7 @@ fn main() {
     let mut c = Criterion::default().configure_from_args();
     bench(&mut c);
     bench_kquant_m1(&mut c);
+    bench_kquant_rows(&mut c);
     bench_rmsnorm(&mut c);
     bench_activations(&mut c);
     c.final_summary();

@@ -18,8 +18,8 @@
 //! through the x86 tile kernel (asserted too: `RowsRun::tiled_rows`; on
 //! `Auto` with AVX-512 VNNI the tile of four weight rows, or four such
 //! tiles, by up to 32 input rows, reported as that build), and with one
-//! input row (or up to `DECODE_ROWS` on a build without the VNNI tile)
-//! every weight row through the x86 decode kernel (counted in
+//! input row (or any number on a build without the VNNI tile) every
+//! weight row through the x86 decode kernel (counted in
 //! `RowsRun::tiled_rows` too). Q4_1, Q5_0 and
 //! Q8_0 on `Auto` with AVX-512 VNNI and at least `WIDE_MIN_ROWS` input rows
 //! run whole wide groups (`WIDE_GROUPS` row groups) through the wide kernel
@@ -160,7 +160,8 @@ fn expected_run(ty: GgmlType, path: KernelPath, n_rows: usize, m: usize) -> Rows
         && build >= Level::Avx2
         && blocked_rows > 0
         && m > 1
-        && (m > DECODE_ROWS || level() == Level::Avx512Vnni && path == KernelPath::Auto);
+        && level() == Level::Avx512Vnni
+        && path == KernelPath::Auto;
     // Q4_1, Q5_0 and Q8_0 on `Auto` with AVX-512 VNNI and at least
     // `WIDE_MIN_ROWS` input rows: whole wide groups (four row groups)
     // through the wide kernel.
@@ -168,14 +169,13 @@ fn expected_run(ty: GgmlType, path: KernelPath, n_rows: usize, m: usize) -> Rows
         && path == KernelPath::Auto
         && level() == Level::Avx512Vnni
         && m >= WIDE_MIN_ROWS;
-    // Q4_K and Q6_K on a SIMD build with one input row, or up to
-    // `DECODE_ROWS` without the VNNI tile: every row through the decode
-    // kernel.
+    // Q4_K and Q6_K on a SIMD build with one input row, or any number
+    // without the VNNI tile: every row through the decode kernel.
     let vnni = path == KernelPath::Auto && level() == Level::Avx512Vnni;
     let decode = matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K)
         && build >= Level::Avx2
         && blocked_rows > 0
-        && (m == 1 || (m <= DECODE_ROWS && !vnni));
+        && (m == 1 || !vnni);
     let tiled_rows = if tiled {
         n_rows / TILE * TILE
     } else if decode {
@@ -388,6 +388,25 @@ fn batches_beyond_one_pass_agree() {
         for (ti, ty) in TYPES.iter().enumerate() {
             if matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q8_0) {
                 check(seed, ti, 20, 37, m, seed % 2 == 0);
+            }
+        }
+    }
+}
+
+/// Q4_K and Q6_K matrices of more than one block of the decode driver's
+/// weight rows (61 rows of 2048 values: 70 KB and 102 KB, blocks of 64 KiB)
+/// against 37 or 17 input rows (calls of `DECODE_ROWS`: 16, 16 and 5
+/// columns; 16 and 1), all the rows in one call (the seeds split them at
+/// 0 and at 61), model-like and wild scales: every path agrees with the
+/// reference and runs the decode kernel on every row, each row alone and
+/// at another batch position, on 1 and 2 threads.
+#[test]
+fn kquant_decode_blocks_agree() {
+    let (m3, m2) = (2 * DECODE_ROWS + 5, DECODE_ROWS + 1);
+    for (seed, m) in [(62u64, m3), (123, m2), (124, m2), (61, m3)] {
+        for (ti, ty) in TYPES.iter().enumerate() {
+            if matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K) {
+                check(seed, ti, 64, 61, m, seed % 2 == 0);
             }
         }
     }

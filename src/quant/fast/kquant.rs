@@ -339,14 +339,16 @@ pub(crate) type MultiTileFns = (MultiTileFn<1>, MultiTileFn<WIDE_GROUPS>);
 pub(crate) type RowFn = fn(&[u8], &ActRow<'_>) -> ExactAcc;
 
 /// A decode kernel: every weight row of `rows` (whole rows) against the
-/// input rows (one to [`DECODE_ROWS`]), each cell of `out` (rows, M) set
-/// to the row kernel's sum rounded once ([`ExactAcc::finish`]); `false`,
-/// nothing written, for input rows it does not take (the x86 Q4_K and
-/// Q6_K builds).
-pub(crate) type DecodeFn = fn(&[u8], &[ActRow<'_>], &mut [F32]) -> bool;
+/// input rows (one to [`DECODE_ROWS`]), the cells `(row, col + j)` of
+/// `out` (rows, a stride of `out.len() / rows` cells, at least `col + M`)
+/// set to the row kernel's sum rounded once ([`ExactAcc::finish`]), the
+/// other cells untouched; `false`, nothing written, for input rows it does
+/// not take or a shape that does not match (the x86 Q4_K and Q6_K builds).
+pub(crate) type DecodeFn = fn(&[u8], &[ActRow<'_>], &mut [F32], usize) -> bool;
 
-/// Most input rows the x86 Q4_K / Q6_K decode kernels take (batched
-/// decode); more go to the tile kernels.
+/// Most input rows an x86 Q4_K / Q6_K decode kernel call takes; the
+/// driver gives it more, where there is no VNNI tile, in calls of this
+/// many.
 pub const DECODE_ROWS: usize = 16;
 
 /// A tile kernel: [`TILE`] weight rows against one input row, or against

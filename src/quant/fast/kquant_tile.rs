@@ -4,8 +4,10 @@
 //! is one and several input rows (on AVX-512 VNNI [`kquant::WIDE_GROUPS`]
 //! tiles at a time against up to [`kquant::WIDE_ACT_TILE`] input rows), or
 //! all of them through the decode kernel where there is one and one input
-//! row, or up to [`kquant::DECODE_ROWS`] without a VNNI tile; input rows the kernels do not take, and weight rows of an
-//! unexpected length, through [`dot_row`], which reports them.
+//! row, or any number without a VNNI tile (blocks of weight rows against
+//! calls of up to [`kquant::DECODE_ROWS`] input rows); input rows the
+//! kernels do not take, and weight rows of an unexpected length, through
+//! [`dot_row`], which reports them.
 //!
 //! Contract: every cell is `dot_row`'s value. Verified by the proptests of
 //! `tests/kernels/matmul.rs` on every path (which assert the build that
@@ -28,10 +30,10 @@ use crate::simd::Level;
 /// [`dot_row`], which reports them), whole tiles of [`kquant::TILE`] weight
 /// rows first through the tile kernel where there is one and several input
 /// rows ([`kquant_tiles`]), or all rows through the decode kernel where
-/// there is one and one input row, or up to [`kquant::DECODE_ROWS`]
-/// without a VNNI tile ([`kquant_decode`]); returns `(rows
-/// done, build, rows done by the tile or decode kernel)`. The build is the row kernel's, or [`Level::Avx512Vnni`]
-/// when the VNNI tile did a tile.
+/// there is one and one input row, or any number without a VNNI tile
+/// ([`kquant_decode`]); returns `(rows done, build, rows done by the tile
+/// or decode kernel)`. The build is the row kernel's, or
+/// [`Level::Avx512Vnni`] when the VNNI tile did a tile.
 pub(super) fn kquant_rows(
     w: &QMatrix<'_>,
     r0: usize,
@@ -50,7 +52,7 @@ pub(super) fn kquant_rows(
     // no VNNI tile (which takes them faster).
     let vnni = matches!(tile, Some(KTile::Wide(_)));
     let decoded = match decode {
-        Some(d) if m == 1 || (m <= kquant::DECODE_ROWS && !vnni) => kquant_decode(w, r0, x, out, d),
+        Some(d) if m == 1 || !vnni => kquant_decode(w, r0, x, out, d),
         _ => None,
     };
     let (done, tiled) = match (decoded, tile) {
@@ -77,9 +79,18 @@ pub(super) fn kquant_rows(
     (out.len() / m, build, tiled)
 }
 
-/// Every row of `out` (rows, M; M at most [`kquant::DECODE_ROWS`])
-/// through the decode kernel `d`, if it takes them all (every input row
-/// well-formed): the rows done; else `None` (nothing written).
+/// Weight bytes per decode kernel call with several input rows: each
+/// block of weight rows stays in cache while every input row passes over
+/// it (the kernel's passes, and the calls of [`kquant::DECODE_ROWS`]
+/// input rows), read once from memory.
+const DECODE_BLOCK_BYTES: usize = 64 * 1024;
+
+/// Every row of `out` (rows, M) through the decode kernel `d`, if it
+/// takes them (every input row well-formed): blocks of about
+/// [`DECODE_BLOCK_BYTES`] of weight rows (all of them with one input row),
+/// each against the input rows in calls of up to [`kquant::DECODE_ROWS`];
+/// returns the rows done, a prefix (`None`: none; the caller computes
+/// every row not done, so a block the kernel stopped in is redone).
 fn kquant_decode(
     w: &QMatrix<'_>,
     r0: usize,
@@ -88,22 +99,59 @@ fn kquant_decode(
     d: kquant::DecodeFn,
 ) -> Option<usize> {
     let m = x.rows().max(1);
-    let mut acts = [ActRow {
+    for j in 0..m {
+        x.row(j).ok().filter(|a| kquant_act_fits(w, a))?;
+    }
+    let n = out.len() / m;
+    let rb = w.ty.row_bytes(w.n_in).ok().filter(|&rb| rb > 0)?;
+    let end = r0.checked_add(n)?.checked_mul(rb)?;
+    let rows = w.data.get(r0.checked_mul(rb)?..end)?;
+    let per_block = if m == 1 {
+        n.max(1)
+    } else {
+        (DECODE_BLOCK_BYTES / rb).max(1)
+    };
+    let mut done = 0;
+    for (blk, cells) in rows
+        .chunks(per_block * rb)
+        .zip(out.chunks_mut(per_block * m))
+    {
+        for j0 in (0..m).step_by(kquant::DECODE_ROWS) {
+            if !decode_call(x, j0..m.min(j0 + kquant::DECODE_ROWS), (blk, cells), d) {
+                return (done > 0).then_some(done);
+            }
+        }
+        done += blk.len() / rb;
+    }
+    Some(n)
+}
+
+/// One decode kernel call: weight rows `blk` against input rows `cols`
+/// (at most [`kquant::DECODE_ROWS`]) into those columns of `cells`
+/// (`blk`'s rows, M); whether the kernel took them.
+fn decode_call(
+    x: &QActs<'_>,
+    cols: core::ops::Range<usize>,
+    (blk, cells): (&[u8], &mut [F32]),
+    d: kquant::DecodeFn,
+) -> bool {
+    let empty = ActRow {
         qs: &[],
         sc: &[],
         ch: &[],
         flags: 0,
         h: &[],
         f: &[],
-    }; kquant::DECODE_ROWS];
-    for (j, a) in acts.get_mut(..m)?.iter_mut().enumerate() {
-        *a = x.row(j).ok().filter(|a| kquant_act_fits(w, a))?;
+    };
+    let mut acts = [empty; kquant::DECODE_ROWS];
+    let j0 = cols.start;
+    for (a, j) in acts.iter_mut().zip(cols.clone()) {
+        match x.row(j) {
+            Ok(r) => *a = r,
+            Err(_) => return false,
+        }
     }
-    let n = out.len() / m;
-    let rb = w.ty.row_bytes(w.n_in).ok()?;
-    let end = r0.checked_add(n)?.checked_mul(rb)?;
-    let rows = w.data.get(r0 * rb..end)?;
-    d(rows, &acts[..m], out).then_some(n)
+    d(blk, &acts[..cols.len().min(kquant::DECODE_ROWS)], cells, j0)
 }
 
 /// Whether the K-quant kernels take input row `a` for `w`.

@@ -1,19 +1,23 @@
 //! The x86 decode kernels of Q4_K and Q6_K (x86-64, feature `std`): every
 //! weight row of a call against one input row (M = 1), or a few (batched
-//! decode, up to [`kquant::DECODE_ROWS`], in passes of up to [`GROUP`]:
-//! each weight super-block decoded once per pass), in AVX2 intrinsics
-//! ([`avx2`]; also compiled with the AVX-512 features: [`avx512`]). Each
-//! cell is the exact sum of [`kquant`]'s row kernel, rounded once.
+//! decode, and prefill without a VNNI tile: up to [`kquant::DECODE_ROWS`]
+//! a call, in passes of up to [`GROUP`]: each weight super-block decoded
+//! once per pass), in AVX2 intrinsics ([`avx2`]; also compiled with the
+//! AVX-512 features: [`avx512`]). Each cell is the exact sum of
+//! [`kquant`]'s row kernel, rounded once.
 //!
 //! Contract: for weight rows `rows` (whole rows of `n_in / 256`
 //! super-blocks) and input rows `acts` (each with its `qs`, `sc` and `ch`
-//! as long as the rows), a [`kquant::DecodeFn`] sets each cell `(row, j)`
-//! of `out` to `q4_k_row(row, acts[j]).finish()` (`q6_k_row`), the same
-//! bits as [`crate::quant::dot::dot_row`]; it returns `false`, writing
-//! nothing, for input rows it does not take (more than `DECODE_ROWS`, one
-//! longer than [`MAX_TERMS`] super-blocks, or lengths that do not match).
-//! Verified by `tests/kernels/matmul.rs` (every path at M = 1 to 16
-//! asserted to run this kernel and to give the reference's bits; random
+//! as long as the rows), a [`kquant::DecodeFn`] sets each cell `(row, col +
+//! j)` of `out` (as many rows as `rows`, of `out.len() / rows` cells) to
+//! `q4_k_row(row, acts[j]).finish()` (`q6_k_row`), the same bits as
+//! [`crate::quant::dot::dot_row`], and no other cell; it returns `false`,
+//! writing nothing, for input rows it does not take (more than
+//! `DECODE_ROWS`, one longer than [`MAX_TERMS`] super-blocks, or lengths
+//! that do not match) or columns past the row's cells.
+//! Verified by `tests/kernels/matmul.rs` (every path at M = 1 to 71
+//! asserted to run this kernel and to give the reference's bits;
+//! `kquant_decode_blocks_agree` over several of the driver's blocks; random
 //! and wild scales; `kquant_chunk_limits_agree` at and one past each limit
 //! with one and two input rows; `kquant_decode_row_length_limit`),
 //! `tests/kernels_guarded.rs` (guard pages), `tests/kernels/quant_exact.rs`.
@@ -69,7 +73,9 @@
 //!   memory.
 #![allow(unsafe_code)]
 
-use super::kquant::{half_sums, load32, q4_k_rows_vec, q6_k_rows_vec, shl63, sum8v, v8};
+use super::kquant::{
+    half_sums, load32, q4_k_rows_vec, q6_k_rows_vec, q6_k_unpack, shl63, sum8v, v8,
+};
 use crate::F32;
 use crate::quant::GgmlType;
 use crate::quant::act::{ActRow, CHUNK_BLOCKS, ChunkScale, FLAG_D_NONFINITE};
@@ -353,37 +359,12 @@ struct Q6kSuper {
     dmw: __m256i,
 }
 
-/// The [`Q6kSuper`] of `blk` with the weight factor `dmw`: sub-block `j =
-/// 4h + k` takes its low bits from the 32 bytes of `ql` at `64h + 32(k %
-/// 2)` (low nibbles for `k < 2`) and its high bits from bits `2k..2k + 2`
-/// of `qh`'s 32 bytes at `128 + 32h`.
+/// The [`Q6kSuper`] of `blk` with the weight factor `dmw`: the values by
+/// [`q6_k_unpack`].
 #[target_feature(enable = "avx2")]
 #[inline]
 fn q6_k_weights(blk: &[u8; Q6_K_BYTES], dmw: i32) -> Q6kSuper {
-    let m4 = _mm256_set1_epi8(15);
-    // The high two bits of sub-block `k` of a 128-element half: bits
-    // `2k..2k + 2` of `qh`, moved to bits 4..6.
-    let mh = [3i8, 12, 48, -64].map(|m| _mm256_set1_epi8(m));
-    let mut q = [_mm256_setzero_si256(); 8];
-    for h in 0..2 {
-        let qh = load32(blk, 128 + 32 * h);
-        let ql = [load32(blk, 64 * h), load32(blk, 64 * h + 32)];
-        for k in 0..4 {
-            let low = if k < 2 {
-                _mm256_and_si256(ql[k], m4)
-            } else {
-                _mm256_and_si256(_mm256_srli_epi16(ql[k - 2], 4), m4)
-            };
-            let high = _mm256_and_si256(qh, mh[k]);
-            let high = match k {
-                0 => _mm256_slli_epi16(high, 4),
-                1 => _mm256_slli_epi16(high, 2),
-                2 => high,
-                _ => _mm256_srli_epi16(high, 2),
-            };
-            q[4 * h + k] = _mm256_or_si256(low, high);
-        }
-    }
+    let q = q6_k_unpack(blk);
     // Scale bytes reordered as [0, 2, 4, 6, 1, 3, 5, 7, 8, ...]: the half
     // sums' order.
     let order = _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15);
@@ -430,22 +411,25 @@ fn q6_k_super(w: &Q6kSuper, yq: &[i8; QK_K], act: &ActSuper) -> __m256i {
 /// Input rows per pass over the weights with several input rows.
 const GROUP: usize = 8;
 
-/// The rows of `rows` (whole rows of `B`-byte super-blocks, as many as
-/// `out` has rows of `acts.len()` cells) against the input rows `acts`,
-/// up to `G` at a time (fewer where their terms would pass
-/// [`MAX_TERMS`]), each pass's cells by `row` given a weight row, the
+/// The rows of `rows` (whole rows of `B`-byte super-blocks; `out` holds
+/// as many rows of `stride` cells) against the input rows `acts`, up to
+/// `G` at a time (fewer where their terms would pass [`MAX_TERMS`]), each
+/// pass's cells (columns `col..` of `out`) by `row` given a weight row, the
 /// pass's input rows and their terms; `false` (nothing written) where the
-/// lengths do not match, there are more than [`kquant::DECODE_ROWS`]
-/// input rows or one is longer than [`MAX_TERMS`] super-blocks.
+/// lengths do not match, the columns pass the stride, there are more than
+/// [`kquant::DECODE_ROWS`] input rows or one is longer than [`MAX_TERMS`]
+/// super-blocks.
 #[target_feature(enable = "avx2")]
 #[inline]
 fn decode_rows<const B: usize, const Q6: bool, const G: usize>(
     rows: &[u8],
     acts: &[ActRow<'_>],
-    out: &mut [F32],
+    (out, col): (&mut [F32], usize),
     row: impl Fn(&[u8], &[ActRow<'_>], &[ActSuper]) -> [ExactAcc; G],
 ) -> bool {
     let (m, n) = (acts.len(), acts.first().map_or(0, |a| a.qs.len() / QK_K));
+    let n_rows = rows.len() / (B * n.max(1));
+    let stride = out.len().checked_div(n_rows).unwrap_or(m);
     let fits = n > 0
         && n <= MAX_TERMS
         && m <= kquant::DECODE_ROWS
@@ -454,8 +438,9 @@ fn decode_rows<const B: usize, const Q6: bool, const G: usize>(
                 && a.sc.len() == 8 * n
                 && a.ch.len() == (8 * n).div_ceil(CHUNK_BLOCKS)
         })
-        && out.len().is_multiple_of(m)
-        && rows.len() == B * n * (out.len() / m);
+        && rows.len() == B * n * n_rows
+        && out.len() == stride * n_rows
+        && col.checked_add(m).is_some_and(|end| end <= stride);
     if !fits {
         return false;
     }
@@ -473,9 +458,9 @@ fn decode_rows<const B: usize, const Q6: bool, const G: usize>(
             }
         }
         let terms = &terms[..pass.len() * n];
-        for (w, cells) in rows.chunks_exact(B * n).zip(out.chunks_exact_mut(m)) {
+        for (w, cells) in rows.chunks_exact(B * n).zip(out.chunks_exact_mut(stride)) {
             let accs = row(w, pass, terms);
-            for (c, acc) in cells[p * per..].iter_mut().zip(&accs[..pass.len()]) {
+            for (c, acc) in cells[col + p * per..].iter_mut().zip(&accs[..pass.len()]) {
                 *c = acc.finish();
             }
         }
@@ -650,26 +635,26 @@ fn q6_k_chunk_by_row_kernel(acc: &mut ExactAcc, blks: &[u8], a: &ActRow<'_>, c: 
 macro_rules! decode_build {
     ($q4:ident, $q6:ident, $features:literal) => {
         #[target_feature(enable = $features)]
-        fn $q4(rows: &[u8], acts: &[ActRow<'_>], out: &mut [F32]) -> bool {
+        fn $q4(rows: &[u8], acts: &[ActRow<'_>], out: &mut [F32], col: usize) -> bool {
             if acts.len() == 1 {
-                decode_rows::<Q4_K_BYTES, false, 1>(rows, acts, out, |w, a, t| {
+                decode_rows::<Q4_K_BYTES, false, 1>(rows, acts, (out, col), |w, a, t| {
                     q4_k_decode_row::<1>(w, a, t)
                 })
             } else {
-                decode_rows::<Q4_K_BYTES, false, GROUP>(rows, acts, out, |w, a, t| {
+                decode_rows::<Q4_K_BYTES, false, GROUP>(rows, acts, (out, col), |w, a, t| {
                     q4_k_decode_row::<GROUP>(w, a, t)
                 })
             }
         }
 
         #[target_feature(enable = $features)]
-        fn $q6(rows: &[u8], acts: &[ActRow<'_>], out: &mut [F32]) -> bool {
+        fn $q6(rows: &[u8], acts: &[ActRow<'_>], out: &mut [F32], col: usize) -> bool {
             if acts.len() == 1 {
-                decode_rows::<Q6_K_BYTES, true, 1>(rows, acts, out, |w, a, t| {
+                decode_rows::<Q6_K_BYTES, true, 1>(rows, acts, (out, col), |w, a, t| {
                     q6_k_decode_row::<1>(w, a, t)
                 })
             } else {
-                decode_rows::<Q6_K_BYTES, true, GROUP>(rows, acts, out, |w, a, t| {
+                decode_rows::<Q6_K_BYTES, true, GROUP>(rows, acts, (out, col), |w, a, t| {
                     q6_k_decode_row::<GROUP>(w, a, t)
                 })
             }
@@ -685,27 +670,27 @@ decode_build!(
 );
 
 /// [`kquant::DecodeFn`] entry of [`q4_k_decode_avx2`].
-fn q4_k_decode_avx2_entry(rows: &[u8], acts: &[ActRow<'_>], out: &mut [F32]) -> bool {
+fn q4_k_decode_avx2_entry(rows: &[u8], acts: &[ActRow<'_>], out: &mut [F32], col: usize) -> bool {
     // SAFETY: only handed out by `avx2`, after `simd::level()` returned
     // `Avx2` or wider: AVX2, BMI1, BMI2, LZCNT.
-    unsafe { q4_k_decode_avx2(rows, acts, out) }
+    unsafe { q4_k_decode_avx2(rows, acts, out, col) }
 }
 
 /// [`kquant::DecodeFn`] entry of [`q6_k_decode_avx2`].
-fn q6_k_decode_avx2_entry(rows: &[u8], acts: &[ActRow<'_>], out: &mut [F32]) -> bool {
+fn q6_k_decode_avx2_entry(rows: &[u8], acts: &[ActRow<'_>], out: &mut [F32], col: usize) -> bool {
     // SAFETY: as in `q4_k_decode_avx2_entry`.
-    unsafe { q6_k_decode_avx2(rows, acts, out) }
+    unsafe { q6_k_decode_avx2(rows, acts, out, col) }
 }
 
 /// [`kquant::DecodeFn`] entry of [`q4_k_decode_avx512`].
-fn q4_k_decode_avx512_entry(rows: &[u8], acts: &[ActRow<'_>], out: &mut [F32]) -> bool {
+fn q4_k_decode_avx512_entry(rows: &[u8], acts: &[ActRow<'_>], out: &mut [F32], col: usize) -> bool {
     // SAFETY: only handed out by `avx512`, after `simd::level()` returned
     // `Avx512` or wider: the AVX2 set and AVX-512 F, CD, VL, DQ, BW.
-    unsafe { q4_k_decode_avx512(rows, acts, out) }
+    unsafe { q4_k_decode_avx512(rows, acts, out, col) }
 }
 
 /// [`kquant::DecodeFn`] entry of [`q6_k_decode_avx512`].
-fn q6_k_decode_avx512_entry(rows: &[u8], acts: &[ActRow<'_>], out: &mut [F32]) -> bool {
+fn q6_k_decode_avx512_entry(rows: &[u8], acts: &[ActRow<'_>], out: &mut [F32], col: usize) -> bool {
     // SAFETY: as in `q4_k_decode_avx512_entry`.
-    unsafe { q6_k_decode_avx512(rows, acts, out) }
+    unsafe { q6_k_decode_avx512(rows, acts, out, col) }
 }

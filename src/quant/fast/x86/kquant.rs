@@ -445,15 +445,11 @@ pub(super) fn q6_k_rows_vec<const N: usize>(rows: [&[u8]; N], a: &ActRow<'_>) ->
         sum: 0,
         nonfinite: a.flags & FLAG_D_NONFINITE != 0,
     });
-    let m4 = _mm256_set1_epi8(15);
     let c32 = _mm256_set1_epi8(32);
     let ones = _mm256_set1_epi16(1);
     // Scale bytes 0..16 reordered as [0, 2, 4, 6, 1, 3, 5, 7, 8, 10, ...]:
     // the half sums' order in `half_sums`.
     let order = _mm_setr_epi8(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15);
-    // The high two bits of sub-block `k` of a 128-element half: bits
-    // `2k..2k + 2` of `qh`, moved to bits 4..6.
-    let mh = [3i8, 12, 48, -64].map(|m| _mm256_set1_epi8(m));
     let sbs = a.qs.chunks_exact(QK_K).zip(a.sc.chunks_exact(8));
     for (b, (yq, ys)) in sbs.enumerate() {
         let act = SuperAct::new(super_terms(ys));
@@ -463,31 +459,9 @@ pub(super) fn q6_k_rows_vec<const N: usize>(rows: [&[u8]; N], a: &ActRow<'_>) ->
             let Some(blk) = row.get(210 * b..210 * (b + 1)) else {
                 continue;
             };
-            // Sub-block j = 4h + k: low bits from the 32 bytes of `ql` at
-            // 64h + 32(k % 2) (low nibbles for k < 2), high bits 2k..2k+2 of
-            // `qh`'s 32 bytes at 128 + 32h.
-            let mut v = [_mm256_setzero_si256(); 8];
-            for h in 0..2 {
-                let qh = load32(blk, 128 + 32 * h);
-                let ql = [load32(blk, 64 * h), load32(blk, 64 * h + 32)];
-                for k in 0..4 {
-                    let low = if k < 2 {
-                        _mm256_and_si256(ql[k], m4)
-                    } else {
-                        _mm256_and_si256(_mm256_srli_epi16(ql[k - 2], 4), m4)
-                    };
-                    let high = _mm256_and_si256(qh, mh[k]);
-                    let high = match k {
-                        0 => _mm256_slli_epi16(high, 4),
-                        1 => _mm256_slli_epi16(high, 2),
-                        2 => high,
-                        _ => _mm256_srli_epi16(high, 2),
-                    };
-                    let q = _mm256_or_si256(low, high);
-                    let j = 4 * h + k;
-                    v[j] = _mm256_madd_epi16(_mm256_maddubs_epi16(q, y[j]), ones);
-                }
-            }
+            let q = q6_k_unpack(blk);
+            let v: [__m256i; 8] =
+                core::array::from_fn(|j| _mm256_madd_epi16(_mm256_maddubs_epi16(q[j], y[j]), ones));
             let (u0, u1) = half_sums(v);
             let sb: [u8; 16] = core::array::from_fn(|i| blk[192 + i]);
             let scales = _mm_set_epi64x(
@@ -507,6 +481,42 @@ pub(super) fn q6_k_rows_vec<const N: usize>(rows: [&[u8]; N], a: &ActRow<'_>) ->
         }
     }
     acc
+}
+
+/// The 6-bit values of a Q6_K super-block `blk` (its first 192 bytes:
+/// `ql`, `qh`) plus 32, `0..=63`, sub-block `j` in `q[j]`: sub-block `j =
+/// 4h + k` takes its low bits from the 32 bytes of `ql` at `64h + 32(k %
+/// 2)` (low nibbles for `k < 2`) and its high bits from bits `2k..2k + 2`
+/// of `qh`'s 32 bytes at `128 + 32h`. The one unpack of the row, tile and
+/// decode kernels.
+#[target_feature(enable = "avx2")]
+#[inline]
+pub(super) fn q6_k_unpack(blk: &[u8]) -> [__m256i; 8] {
+    let m4 = _mm256_set1_epi8(15);
+    // The high two bits of sub-block `k` of a 128-element half: bits
+    // `2k..2k + 2` of `qh`, moved to bits 4..6.
+    let mh = [3i8, 12, 48, -64].map(|m| _mm256_set1_epi8(m));
+    let mut q = [_mm256_setzero_si256(); 8];
+    for h in 0..2 {
+        let qh = load32(blk, 128 + 32 * h);
+        let ql = [load32(blk, 64 * h), load32(blk, 64 * h + 32)];
+        for k in 0..4 {
+            let low = if k < 2 {
+                _mm256_and_si256(ql[k], m4)
+            } else {
+                _mm256_and_si256(_mm256_srli_epi16(ql[k - 2], 4), m4)
+            };
+            let high = _mm256_and_si256(qh, mh[k]);
+            let high = match k {
+                0 => _mm256_slli_epi16(high, 4),
+                1 => _mm256_slli_epi16(high, 2),
+                2 => high,
+                _ => _mm256_srli_epi16(high, 2),
+            };
+            q[4 * h + k] = _mm256_or_si256(low, high);
+        }
+    }
+    q
 }
 
 /// Builds of the hand-written K-quant row kernels for a feature set.
