@@ -588,6 +588,8 @@ impl Front {
                     FinishReason::Stop => Finish::Stop,
                     FinishReason::Cancelled if c.hit_stop => Finish::Stop,
                     FinishReason::Cancelled => return,
+                    // Not submitted constrained here: a grammar's dead end.
+                    FinishReason::Constraint => Finish::Stop,
                 };
                 c.done = true;
                 l.open = l.open.saturating_sub(1);
