@@ -48,16 +48,21 @@ fn generate(model: &Path, flag: &str, file: &Path, prompt: &str, seed: u64) -> (
     (v["text"].as_str().expect("text").to_string(), ended)
 }
 
+/// The Python with `jsonschema` (scripts/test.sh makes one), else `python3`.
+fn python() -> String {
+    std::env::var("DETLLM_JSONSCHEMA_PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
 /// Whether Python's `jsonschema` is there to validate with.
 fn python_jsonschema() -> bool {
-    let ok = std::process::Command::new("python3")
+    let ok = std::process::Command::new(python())
         .args(["-c", "import jsonschema"])
         .status()
         .is_ok_and(|s| s.success());
     if !ok {
         assert!(
             !support::model::required(),
-            "python3 -m jsonschema is required"
+            "Python's jsonschema is required"
         );
         eprintln!("NOTICE: python3 jsonschema not found; skipping");
     }
@@ -72,7 +77,7 @@ fn validate(schema: &str, instance: &str) -> Option<String> {
     let (sp, ip) = (tmp("v-schema.json"), tmp("v-instance.json"));
     std::fs::write(&sp, schema).expect("write");
     std::fs::write(&ip, instance).expect("write");
-    let out = std::process::Command::new("python3")
+    let out = std::process::Command::new(python())
         .args(["-c", script])
         .arg(&sp)
         .arg(&ip)

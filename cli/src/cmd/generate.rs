@@ -314,6 +314,8 @@ fn constrained(
         Some(&mut grammars),
         on_token,
     )?;
+    let (n, p50, p99) = grammars.mask_times();
+    eprintln!("masks: {n}, p50 {p50:.1} us, p99 {p99:.1} us");
     for (i, run) in runs.iter().enumerate() {
         if run.dead_end {
             let why = grammars.error(i as u64, 0).unwrap_or("no token allowed");
