@@ -33,6 +33,9 @@ use std::sync::Arc;
 /// Longest grammar or schema text accepted, in bytes.
 pub const MAX_GRAMMAR_BYTES: usize = 64 * 1024;
 
+/// Mask times kept for [`Grammars::mask_times`] (the first ones).
+const MAX_TIMINGS: usize = 1 << 16;
+
 /// What a constraint's text is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -129,8 +132,8 @@ pub struct Grammars {
     live: HashMap<(u64, u32), (Matcher, Vec<u32>)>,
     /// The last engine error per completion (its mask was left empty).
     errors: HashMap<(u64, u32), String>,
-    /// Wall time of each `fill`, in nanoseconds (reported, never read by
-    /// the masks).
+    /// Wall time of the first `fill`s, in nanoseconds (reported, never read
+    /// by the masks).
     fill_ns: Vec<u64>,
 }
 
@@ -201,6 +204,13 @@ impl Grammars {
         self.initial.insert((request, index), matcher);
     }
 
+    /// Keeps the completions of the requests `keep` accepts.
+    pub fn retain(&mut self, keep: impl Fn(u64) -> bool) {
+        self.initial.retain(|k, _| keep(k.0));
+        self.live.retain(|k, _| keep(k.0));
+        self.errors.retain(|k, _| keep(k.0));
+    }
+
     /// The engine error that ended a completion, if one did.
     pub fn error(&self, request: u64, index: u32) -> Option<&str> {
         self.errors.get(&(request, index)).map(String::as_str)
@@ -255,7 +265,9 @@ impl Constraint for Grammars {
             self.errors.insert(key, e);
         }
         let ns = start.elapsed().as_nanos();
-        self.fill_ns.push(u64::try_from(ns).unwrap_or(u64::MAX));
+        if self.fill_ns.len() < MAX_TIMINGS {
+            self.fill_ns.push(u64::try_from(ns).unwrap_or(u64::MAX));
+        }
     }
 }
 

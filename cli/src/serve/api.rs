@@ -224,12 +224,14 @@ pub struct GenRequest {
     pub include_usage: bool,
     /// Generate through end-of-generation tokens (benchmarks).
     pub ignore_eos: bool,
+    /// A JSON schema the answer must follow, and the field that gave it.
+    pub constraint: Option<(&'static str, crate::constrain::Spec)>,
 }
 
 /// What both endpoints share, validated; `seed` is the server's pick when
 /// the request has none.
 fn common(c: &RequestBody, default_max: Option<u64>, seed: u64) -> Result<GenRequest, ApiError> {
-    super::structured::refuse_unsupported(c)?;
+    let constraint = super::structured::constraint(c)?;
     for (name, v) in [
         ("presence_penalty", &c.presence_penalty),
         ("frequency_penalty", &c.frequency_penalty),
@@ -284,6 +286,7 @@ fn common(c: &RequestBody, default_max: Option<u64>, seed: u64) -> Result<GenReq
         stream: c.stream,
         include_usage: c.stream_options.as_ref().is_some_and(|o| o.include_usage),
         ignore_eos: c.ignore_eos,
+        constraint,
     })
 }
 
