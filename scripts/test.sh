@@ -54,5 +54,5 @@ cargo test --release --workspace --features "$features" "$@"
 # axum and hyper into the `detllm` binary (+10 MB of code, ~1 MB more resident),
 # and cli/tests/cli.rs holds the plain CLI to its peak-memory target.
 if [ $# -eq 0 ]; then cargo test --release -p detllm-cli --features serve --test serve; fi
-# Structured output (llguidance, feature `constrain`) in a build of its own too.
-if [ $# -eq 0 ]; then cargo test --release -p detllm-cli --features constrain --test constrain; fi
+# Structured output (llguidance, feature `constrain`, which `serve` includes): the same build.
+if [ $# -eq 0 ]; then cargo test --release -p detllm-cli --features serve --test constrain; fi

@@ -43,8 +43,9 @@ fn generate(model: &Path, flag: &str, file: &Path, prompt: &str, seed: u64) -> (
     assert_eq!(code, 0, "{err}");
     let v: Value = serde_json::from_str(out.trim()).expect("json line");
     let ids = v["ids"].as_array().expect("ids");
-    // SmolLM2's end of turn `<|im_end|>` (2): the answer ended by itself.
-    let ended = ids.last().and_then(Value::as_u64) == Some(2);
+    // SmolLM2's end-of-generation tokens, `<|endoftext|>` (0) and
+    // `<|im_end|>` (2): the answer ended by itself.
+    let ended = matches!(ids.last().and_then(Value::as_u64), Some(0 | 2));
     (v["text"].as_str().expect("text").to_string(), ended)
 }
 
