@@ -38,6 +38,11 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import openai" 2>/dev
     "$venv/bin/pip" install --quiet "openai==3.60.0" >&2
 fi
 export DETLLM_OPENAI_PYTHON="$venv/bin/python"
+# Python's jsonschema, the independent validator of cli/tests/constrain.rs.
+if ! "$venv/bin/python" -c "import jsonschema" 2>/dev/null; then
+    "$venv/bin/pip" install --quiet "jsonschema==4.26.0" >&2
+fi
+export DETLLM_JSONSCHEMA_PYTHON="$venv/bin/python"
 features="detllm/std"
 # The SoftFloat oracle builds on x86_64 hosts only.
 if [ "$(uname -m)" = x86_64 ]; then features="$features,detllm/oracle"; fi
@@ -50,3 +55,5 @@ cargo test --release --workspace --features "$features" "$@"
 # axum and hyper into the `detllm` binary (+10 MB of code, ~1 MB more resident),
 # and cli/tests/cli.rs holds the plain CLI to its peak-memory target.
 if [ $# -eq 0 ]; then cargo test --release -p detllm-cli --features serve --test serve; fi
+# Structured output (llguidance, feature `constrain`, which `serve` includes): the same build.
+if [ $# -eq 0 ]; then cargo test --release -p detllm-cli --features serve --test constrain; fi

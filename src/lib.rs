@@ -101,6 +101,7 @@ extern crate std;
 
 pub mod arena;
 pub mod audit;
+pub mod constraint;
 pub mod error;
 pub mod float;
 pub mod gguf;

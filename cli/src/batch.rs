@@ -13,6 +13,12 @@
 //! contract), and every sequence samples from its own generator seeded with
 //! `params.seed` over its own history. `cli/tests/cli.rs` checks it through
 //! `generate --json`.
+//!
+//! With a [`Constraint`] ([`run_prompts_constrained`]), prompt `i` is the
+//! library's completion (request `i`, index 0): before each token its mask
+//! is applied to the row (−∞ outside it), and that masked row is what is
+//! sampled, digested and passed to `on_token`; an empty mask ends the run
+//! (`dead_end`).
 
 #![forbid(unsafe_code)]
 
@@ -20,9 +26,11 @@ use crate::error::{CliError, CliResult};
 use crate::session::Session;
 use detllm::F32;
 use detllm::audit::{DigestChain, hash_logits};
+use detllm::constraint::{Completion, Constraint, TokenMask};
 use detllm::kv::SeqId;
 use detllm::model::Entry;
 use detllm::sample::{SamplingParams, SplitMix64};
+use detllm::sched::RequestId;
 use sha2::{Digest, Sha256};
 use std::time::Instant;
 
@@ -39,6 +47,8 @@ pub struct PromptRun {
     pub step_digests: Vec<[u8; 32]>,
     pub rng: SplitMix64,
     pub done: bool,
+    /// The constraint allowed no next token (the run ended there).
+    pub dead_end: bool,
     /// Wall time of the whole batch's prefill (seconds).
     pub prefill_s: f64,
     /// Wall time of the whole batch's decode (seconds).
@@ -56,6 +66,7 @@ impl PromptRun {
             step_digests: Vec::new(),
             rng: SplitMix64::new(params.seed),
             done: false,
+            dead_end: false,
             prefill_s: 0.0,
             decode_s: 0.0,
         }
@@ -71,11 +82,30 @@ pub fn run_prompts_batched(
     prompts: &[Vec<u32>],
     params: &SamplingParams,
     max_tokens: usize,
+    on_token: impl FnMut(&Session<'_>, usize, u32, &[F32]),
+) -> CliResult<Vec<PromptRun>> {
+    run_prompts_constrained(session, prompts, params, max_tokens, None, on_token)
+}
+
+/// [`run_prompts_batched`] with every prompt sampled under `constraint`
+/// (when given; see the module docs).
+pub fn run_prompts_constrained(
+    session: &mut Session<'_>,
+    prompts: &[Vec<u32>],
+    params: &SamplingParams,
+    max_tokens: usize,
+    mut constraint: Option<&mut dyn Constraint>,
     mut on_token: impl FnMut(&Session<'_>, usize, u32, &[F32]),
 ) -> CliResult<Vec<PromptRun>> {
     let mut runs = Vec::with_capacity(prompts.len());
+    let mut sample = Sample {
+        params,
+        max_tokens,
+        constraint: &mut constraint,
+        on_token: &mut on_token,
+    };
     let result = start_runs(session, prompts, params, &mut runs)
-        .and_then(|()| prefill_and_decode(session, &mut runs, params, max_tokens, &mut on_token));
+        .and_then(|()| prefill_and_decode(session, &mut runs, &mut sample));
     for run in &runs {
         let freed = session.engine.free(run.seq);
         if result.is_ok() {
@@ -102,12 +132,18 @@ fn start_runs(
     Ok(())
 }
 
-fn prefill_and_decode(
+/// How each token is sampled and reported.
+struct Sample<'s, 'c, F> {
+    params: &'s SamplingParams,
+    max_tokens: usize,
+    constraint: &'s mut Option<&'c mut dyn Constraint>,
+    on_token: &'s mut F,
+}
+
+fn prefill_and_decode<F: FnMut(&Session<'_>, usize, u32, &[F32])>(
     session: &mut Session<'_>,
     runs: &mut [PromptRun],
-    params: &SamplingParams,
-    max_tokens: usize,
-    on_token: &mut impl FnMut(&Session<'_>, usize, u32, &[F32]),
+    sample: &mut Sample<'_, '_, F>,
 ) -> CliResult<()> {
     let start = Instant::now();
     let last_logits = prefill_packed(session, runs)?;
@@ -116,12 +152,10 @@ fn prefill_and_decode(
     for (i, (run, row)) in runs.iter_mut().zip(last_logits).enumerate() {
         run.prefill_s = prefill_s;
         let row = row.ok_or(CliError::NoPrefillLogits)?;
-        let id = sample_next(session, run, &row, params)?;
-        on_token(session, i, id, &row);
-        run.done = session.tokenizer.is_eog(id) || run.ids.len() >= max_tokens;
+        sample_next(session, run, i, &row, sample)?;
     }
     let start = Instant::now();
-    decode_together(session, runs, params, max_tokens, on_token)?;
+    decode_together(session, runs, sample)?;
     let decode_s = start.elapsed().as_secs_f64();
     for run in runs.iter_mut() {
         run.decode_s = decode_s;
@@ -173,12 +207,10 @@ fn prefill_packed(
 }
 
 /// Advances every unfinished sequence one token per step until all are done.
-fn decode_together(
+fn decode_together<F: FnMut(&Session<'_>, usize, u32, &[F32])>(
     session: &mut Session<'_>,
     runs: &mut [PromptRun],
-    params: &SamplingParams,
-    max_tokens: usize,
-    on_token: &mut impl FnMut(&Session<'_>, usize, u32, &[F32]),
+    sample: &mut Sample<'_, '_, F>,
 ) -> CliResult<()> {
     let vocab = session.vocab_size();
     loop {
@@ -201,22 +233,45 @@ fn decode_together(
             .collect();
         let logits = session.step(&entries)?.to_vec();
         for (row, &i) in logits.chunks_exact(vocab).zip(&active) {
-            let run = &mut runs[i];
-            let id = sample_next(session, run, row, params)?;
-            on_token(session, i, id, row);
-            run.done = session.tokenizer.is_eog(id) || run.ids.len() >= max_tokens;
+            sample_next(session, &mut runs[i], i, row, sample)?;
         }
     }
 }
 
-/// Samples `run`'s next token from `logits` and records it: the logits in
-/// the run's digest, the id, and the audit chain's new value.
-fn sample_next(
+/// Samples prompt `i`'s next token from `logits` (masked by the constraint
+/// if there is one) and records it: the row in the run's digest, the id,
+/// and the audit chain's new value; reports it and marks the run done at an
+/// end-of-generation token, at `max_tokens`, or when the mask is empty.
+fn sample_next<F: FnMut(&Session<'_>, usize, u32, &[F32])>(
     session: &mut Session<'_>,
     run: &mut PromptRun,
+    i: usize,
     logits: &[F32],
-    params: &SamplingParams,
-) -> CliResult<u32> {
+    sample: &mut Sample<'_, '_, F>,
+) -> CliResult<()> {
+    let masked;
+    let logits = match sample.constraint.as_deref_mut() {
+        None => logits,
+        Some(c) => {
+            let mut words = vec![0u32; TokenMask::words_for(logits.len())];
+            let mut mask = TokenMask::new(&mut words, logits.len())?;
+            let who = Completion {
+                request: RequestId(i as u64),
+                index: 0,
+            };
+            c.fill(who, &run.ids, &mut mask);
+            if mask.is_empty() {
+                run.done = true;
+                run.dead_end = true;
+                return Ok(());
+            }
+            let mut out = vec![F32::ZERO; logits.len()];
+            mask.apply(logits, &mut out)?;
+            masked = out;
+            &masked
+        }
+    };
+    let params = sample.params;
     hash_logits(&mut run.digest, logits);
     let mut recent = run.prompt_ids.clone();
     recent.extend_from_slice(&run.ids);
@@ -225,5 +280,14 @@ fn sample_next(
         .sample(logits, params, &recent, &mut run.rng)?;
     run.ids.push(id);
     run.step_digests.push(run.chain.step(logits, id));
-    Ok(id)
+    if let Some(c) = sample.constraint.as_deref_mut() {
+        let who = Completion {
+            request: RequestId(i as u64),
+            index: 0,
+        };
+        c.commit(who, id);
+    }
+    (sample.on_token)(session, i, id, logits);
+    run.done = session.tokenizer.is_eog(id) || run.ids.len() >= sample.max_tokens;
+    Ok(())
 }

@@ -57,6 +57,8 @@ pub enum CliError {
     ChatTemplateNotUtf8,
     /// A prefill finished without returning the last position's logits.
     NoPrefillLogits,
+    /// A constraint (JSON schema or grammar) could not be built: why.
+    Constraint(String),
     /// A transcript file is malformed or does not fit the model.
     Transcript(TranscriptError),
 }
@@ -94,6 +96,7 @@ impl fmt::Display for CliError {
             CliError::SizeOverflow => f.write_str("size overflow"),
             CliError::ChatTemplateNotUtf8 => f.write_str("chat template produced invalid UTF-8"),
             CliError::NoPrefillLogits => f.write_str("prefill produced no logits"),
+            CliError::Constraint(why) => write!(f, "constraint: {why}"),
             CliError::Transcript(e) => write!(f, "transcript: {e}"),
         }
     }

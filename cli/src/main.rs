@@ -24,6 +24,8 @@ use std::process::ExitCode;
 mod args;
 mod batch;
 mod cmd;
+#[cfg(feature = "constrain")]
+mod constrain;
 mod error;
 mod model_file;
 mod output;

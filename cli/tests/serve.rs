@@ -407,6 +407,92 @@ fn concurrent_load_with_preemption_equals_solo_runs() {
     assert_eq!(loaded.metric("detllm_running_sequences"), 0.0);
 }
 
+/// Requests mixing JSON-schema, JSON-object and plain answers (#43).
+fn constrained_workload() -> Vec<Value> {
+    let person = json!({"type": "object", "properties": {
+        "name": {"type": "string", "maxLength": 16}, "age": {"type": "integer"}},
+        "required": ["name", "age"], "additionalProperties": false});
+    let prompts = [
+        "Give me a person as JSON.",
+        "Describe a cat as JSON.",
+        "Name a city.",
+    ];
+    (0..12usize)
+        .map(|i| {
+            let mut b = json!({
+                "messages": [{"role": "user", "content": prompts[i % 3]}],
+                "max_tokens": 40, "seed": 300 + i as u64,
+                "temperature": if i % 2 == 0 { 0.0 } else { 0.8 },
+            });
+            match i % 3 {
+                0 => {
+                    b["response_format"] = json!({"type": "json_schema",
+                    "json_schema": {"name": "person", "schema": person}})
+                }
+                1 => b["response_format"] = json!({"type": "json_object"}),
+                _ => {}
+            }
+            if i % 4 == 3 {
+                b["n"] = json!(2);
+                b["logprobs"] = json!(true);
+                b["top_logprobs"] = json!(2);
+            }
+            b
+        })
+        .collect()
+}
+
+#[test]
+fn constrained_answers_under_load_equal_solo_runs_and_parse() {
+    if model().is_none() {
+        return;
+    }
+    let loaded = Server::start(&["--max-seqs", "8", "--kv-mem", "3M", "--step-tokens", "64"]);
+    let solo = Server::start(&[]);
+    let work = constrained_workload();
+    let path = "/v1/chat/completions";
+    let answers: Vec<(u16, Value)> = std::thread::scope(|sc| {
+        let handles: Vec<_> = work
+            .iter()
+            .map(|body| sc.spawn(|| loaded.post(path, body)))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut parsed = 0;
+    for (body, (code, got)) in work.iter().zip(answers) {
+        assert_eq!(code, 200, "{body}: {got}");
+        let (code, want) = solo.post(path, body);
+        assert_eq!(code, 200);
+        assert_eq!(timeless(got.clone()), timeless(want), "{body}");
+        if body.get("response_format").is_none() {
+            continue;
+        }
+        for c in got["choices"].as_array().expect("choices") {
+            if c["finish_reason"] != "stop" {
+                continue;
+            }
+            let text = c["message"]["content"].as_str().expect("content");
+            let v: Value = serde_json::from_str(text)
+                .unwrap_or_else(|e| panic!("{body}: {text:?} is not JSON: {e}"));
+            assert!(v.is_object(), "{text}");
+            if body["response_format"]["type"] == "json_schema" {
+                assert!(v["name"].is_string() && v["age"].is_i64(), "{text}");
+                assert_eq!(v.as_object().unwrap().len(), 2, "{text}");
+            }
+            parsed += 1;
+        }
+    }
+    assert!(parsed >= 5, "only {parsed} constrained answers ended");
+    assert_eq!(loaded.metric("detllm_kv_pages_used"), 0.0);
+    // A bad schema is a 400 naming its field; the server keeps serving.
+    let bad = json!({"messages": [{"role": "user", "content": "hi"}],
+        "response_format": {"type": "json_schema", "json_schema": {"schema": {"type": "strin"}}}});
+    let (code, err) = loaded.post(path, &bad);
+    assert_eq!(code, 400, "{err}");
+    assert_eq!(err["error"]["param"], "response_format");
+    assert_eq!(loaded.post(path, &work[2]).0, 200);
+}
+
 #[test]
 fn disconnect_mid_stream_cancels_and_frees_pages() {
     if model().is_none() {

@@ -31,6 +31,9 @@ pub enum FinishReason {
     Stop,
     /// The request was cancelled.
     Cancelled,
+    /// Its [`Constraint`](crate::constraint::Constraint) allowed no next
+    /// token (no token was sampled for that step).
+    Constraint,
 }
 
 /// One sampled token of one completion.

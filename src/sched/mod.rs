@@ -25,6 +25,17 @@
 //! entry intact. `n > 1` completions share the prompt's pages the same way:
 //! completion 0 prefills, the others fork it when it samples its first token.
 //!
+//! **Constraints.** A request submitted with
+//! [`Scheduler::submit_constrained`] samples under the caller's
+//! [`Constraint`](crate::constraint::Constraint), passed to
+//! [`Scheduler::step_constrained`]: before each token its mask (a pure
+//! function of the tokens generated so far) is applied to the row, so the
+//! token, logprobs and digests are those of the constrained distribution; an
+//! empty mask ends the completion with [`FinishReason::Constraint`]. The
+//! mask follows the completion through preemption and `n > 1` forks, since
+//! it depends only on the completion's own tokens
+//! (`tests/engine/constrain_props.rs`).
+//!
 //! All memory is carved from the caller's [`Arena`] once
 //! ([`Scheduler::bytes_required`]); nothing allocates afterwards.
 //!

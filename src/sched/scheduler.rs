@@ -8,6 +8,7 @@ use super::event::{Event, FinishEvent, FinishReason, RequestId, Sink};
 use super::logprob::MAX_TOP_LOGPROBS;
 use super::sampling::{Job, Lanes};
 use super::slot::{MAX_STOP, Slot, State};
+use crate::constraint::{Constraint, Unconstrained};
 use crate::kv::{KvStore, PagedCache, SeqId};
 use crate::model::{Engine, Entry, Limits};
 use crate::sample::SamplingParams;
@@ -303,6 +304,18 @@ impl<'a> Scheduler<'a> {
     /// above [`Scheduler::max_len`]), [`Error::QueueFull`] (fewer than `n`
     /// free slots; retry after some finish).
     pub fn submit(&mut self, req: &Request<'_>) -> Result<RequestId> {
+        self.enqueue(req, false)
+    }
+
+    /// Queues a request whose completions sample under the [`Constraint`]
+    /// passed to [`Scheduler::step_constrained`] (asked for each of them,
+    /// by request id and completion index, before every token). Errors as
+    /// [`Scheduler::submit`].
+    pub fn submit_constrained(&mut self, req: &Request<'_>) -> Result<RequestId> {
+        self.enqueue(req, true)
+    }
+
+    fn enqueue(&mut self, req: &Request<'_>, constrained: bool) -> Result<RequestId> {
         if req.prompt.is_empty() {
             return Err(Error::EmptyPrompt);
         }
@@ -362,6 +375,7 @@ impl<'a> Scheduler<'a> {
             if index > 0 {
                 slot.set_state(State::Follower);
             }
+            slot.constrained = u32::from(constrained);
             self.slots[j] = slot;
             let start = j * self.stride;
             if let Some(h) = self.tokens.get_mut(start..start + req.prompt.len()) {
@@ -423,6 +437,20 @@ impl<'a> Scheduler<'a> {
         par: &P,
         sink: &mut S,
     ) -> Result<StepReport> {
+        self.step_constrained(par, &mut Unconstrained, sink)
+    }
+
+    /// [`Scheduler::step`], asking `constraint` for the mask of every
+    /// completion submitted with [`Scheduler::submit_constrained`] before it
+    /// samples (in the step's sampling order, on the calling thread), and
+    /// telling it each token sampled. A completion whose mask is empty ends
+    /// with [`FinishReason::Constraint`].
+    pub fn step_constrained<P: Parallel, S: Sink + ?Sized>(
+        &mut self,
+        par: &P,
+        constraint: &mut dyn Constraint,
+        sink: &mut S,
+    ) -> Result<StepReport> {
         let mut report = StepReport::default();
         // Leftovers of a step that failed half-way (none normally), and
         // requests with nothing to generate.
@@ -441,7 +469,7 @@ impl<'a> Scheduler<'a> {
             if n == 0 {
                 return Ok(report);
             }
-            match self.run(par, &rows[..n], sink, &mut report) {
+            match self.run(par, &rows[..n], constraint, sink, &mut report) {
                 Ok(()) => return Ok(report),
                 Err(e @ Error::KvPagesExhausted { .. }) => {
                     if self.cache.evict_lru(&mut self.engine)? {
@@ -663,6 +691,7 @@ impl<'a> Scheduler<'a> {
         &mut self,
         par: &P,
         rows: &[Row],
+        constraint: &mut dyn Constraint,
         sink: &mut S,
         report: &mut StepReport,
     ) -> Result<()> {
@@ -709,6 +738,7 @@ impl<'a> Scheduler<'a> {
             self.slots,
             self.tokens,
             (stride, logits, vocab),
+            constraint,
             sink,
             &mut self.stats.tokens_out,
         )?;

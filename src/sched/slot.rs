@@ -98,7 +98,8 @@ pub(crate) struct Slot {
     pub logprobs: u32,
     n_stop: u32,
     stop: [u32; MAX_STOP],
-    _pad: u32,
+    /// 1: sampled under the caller's constraint.
+    pub constrained: u32,
 }
 
 const _: () = assert!(core::mem::size_of::<Slot>() == 200);
@@ -141,7 +142,7 @@ impl Slot {
             logprobs,
             n_stop: n_stop as u32,
             stop: stops,
-            _pad: 0,
+            constrained: 0,
         }
     }
 
@@ -161,6 +162,7 @@ impl Slot {
         match self.reason {
             1 => super::FinishReason::Stop,
             2 => super::FinishReason::Cancelled,
+            3 => super::FinishReason::Constraint,
             _ => super::FinishReason::Length,
         }
     }
@@ -171,6 +173,7 @@ impl Slot {
             super::FinishReason::Length => 0,
             super::FinishReason::Stop => 1,
             super::FinishReason::Cancelled => 2,
+            super::FinishReason::Constraint => 3,
         };
         self.set_state(State::Done);
     }

@@ -6,6 +6,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod constrain_props;
 mod kv_attention;
 mod kv_model;
 mod layout;

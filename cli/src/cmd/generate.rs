@@ -7,6 +7,8 @@
 
 use crate::args::{ModelArgs, SamplingArgs};
 use crate::batch::{PromptRun, run_prompts_batched};
+#[cfg(feature = "constrain")]
+use crate::constrain::{Grammars, Spec};
 use crate::error::{CliError, CliResult};
 use crate::model_file::{ModelFile, existing_model};
 use crate::output::{hex, round1};
@@ -46,6 +48,14 @@ pub struct GenerateArgs {
     /// Write an audit transcript (single prompt).
     #[arg(long)]
     pub transcript: Option<PathBuf>,
+    /// Constrain the output to this JSON schema (a file).
+    #[cfg(feature = "constrain")]
+    #[arg(long, conflicts_with = "grammar")]
+    pub json_schema: Option<PathBuf>,
+    /// Constrain the output to this grammar (a file, llguidance's Lark syntax).
+    #[cfg(feature = "constrain")]
+    #[arg(long)]
+    pub grammar: Option<PathBuf>,
 }
 
 /// Positions per sequence: prompt plus generated tokens.
@@ -82,44 +92,85 @@ pub fn run(args: GenerateArgs) -> CliResult<ExitCode> {
     sampling.report_seed();
     let params = sampling.params;
     let stream = !args.json && prompts.ids.len() == 1;
-    let runs = generate(&mut session, &prompts.ids, &params, args.max_tokens, stream)?;
+    let spec = constraint_spec(&args)?;
+    let runs = generate(
+        &mut session,
+        &prompts.ids,
+        &params,
+        args.max_tokens,
+        spec.as_ref(),
+        stream,
+    )?;
     for (i, (run, text)) in runs.iter().zip(&prompts.texts).enumerate() {
         report(&session, i, run, &args, stream);
         if let Some(transcript_path) = &args.transcript {
-            write_transcript(transcript_path, &model, &session, text, run, &params, &args)?;
+            let t = Transcribe {
+                model: &model,
+                prompt_text: text,
+                params: &params,
+                constraint: spec.as_ref(),
+            };
+            write_transcript(transcript_path, &session, run, &t, &args)?;
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// Writes the audit transcript of `run`, generated from `prompt_text`, to `path`.
+/// What a transcript records besides the run.
+struct Transcribe<'t> {
+    model: &'t ModelFile,
+    prompt_text: &'t str,
+    params: &'t SamplingParams,
+    constraint: Option<&'t Spec>,
+}
+
+/// Writes the audit transcript of `run` to `path`.
 fn write_transcript(
     path: &Path,
-    model: &ModelFile,
     session: &Session<'_>,
-    prompt_text: &str,
     run: &PromptRun,
-    params: &SamplingParams,
+    t: &Transcribe<'_>,
     args: &GenerateArgs,
 ) -> CliResult<()> {
     let info = transcript::ModelInfo::of(
-        model.path(),
-        model.sha256(),
+        t.model.path(),
+        t.model.sha256(),
         &session.file,
         session.engine.config(),
     );
-    let text = transcript::to_text(
+    let mut text = transcript::to_text(
         &info,
         &transcript::Run {
-            params,
+            params: t.params,
             max_tokens: args.max_tokens,
-            prompt: prompt_text,
+            prompt: t.prompt_text,
             prompt_ids: &run.prompt_ids,
             ids: &run.ids,
             digests: &run.step_digests,
         },
     );
+    if let Some(spec) = t.constraint {
+        text = with_constraint(&text, spec)?;
+    }
     std::fs::write(path, text).map_err(CliError::at(path))
+}
+
+/// The constraint the flags give, read from its file.
+#[cfg(feature = "constrain")]
+fn constraint_spec(args: &GenerateArgs) -> CliResult<Option<Spec>> {
+    use crate::constrain::Kind;
+    let (kind, path) = match (&args.json_schema, &args.grammar) {
+        (Some(p), _) => (Kind::JsonSchema, p),
+        (None, Some(p)) => (Kind::Lark, p),
+        (None, None) => return Ok(None),
+    };
+    let text = std::fs::read_to_string(path).map_err(CliError::at(path))?;
+    Ok(Some(Spec { kind, text }))
+}
+
+#[cfg(not(feature = "constrain"))]
+fn constraint_spec(_: &GenerateArgs) -> CliResult<Option<Spec>> {
+    Ok(None)
 }
 
 /// The `--prompt` texts, then the contents of each `--prompt-file`.
@@ -174,16 +225,21 @@ fn generate(
     prompts: &[Vec<u32>],
     params: &SamplingParams,
     max_tokens: usize,
+    spec: Option<&Spec>,
     stream: bool,
 ) -> CliResult<Vec<PromptRun>> {
     let mut out = std::io::stdout();
     let mut text = Utf8Stream::default();
-    let runs = run_prompts_batched(session, prompts, params, max_tokens, |session, _, id, _| {
+    let on_token = |session: &Session<'_>, _, id, _: &[detllm::F32]| {
         if stream && !session.tokenizer.is_eog(id) {
             let _ = write!(out, "{}", text.push(session.token_bytes(id)));
             let _ = out.flush();
         }
-    })?;
+    };
+    let runs = match spec {
+        None => run_prompts_batched(session, prompts, params, max_tokens, on_token)?,
+        Some(spec) => constrained(session, prompts, params, max_tokens, spec, on_token)?,
+    };
     if stream {
         println!("{}", text.finish());
     }
@@ -226,4 +282,75 @@ fn generated_text(session: &Session<'_>, run: &PromptRun) -> String {
         .flat_map(|&id| session.token_bytes(id).iter().copied())
         .collect();
     String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// Without the `constrain` feature there are no constraints to give.
+#[cfg(not(feature = "constrain"))]
+pub enum Spec {}
+
+/// Runs the prompts, each under its own matcher of `spec`.
+#[cfg(feature = "constrain")]
+fn constrained(
+    session: &mut Session<'_>,
+    prompts: &[Vec<u32>],
+    params: &SamplingParams,
+    max_tokens: usize,
+    spec: &Spec,
+    on_token: impl FnMut(&Session<'_>, usize, u32, &[detllm::F32]),
+) -> CliResult<Vec<PromptRun>> {
+    let mut grammars = Grammars::new(&session.tokenizer, session.vocab_size())
+        .map_err(|e| CliError::Constraint(e.0))?;
+    let matcher = grammars
+        .compile(spec)
+        .map_err(|e| CliError::Constraint(e.0))?;
+    for i in 0..prompts.len() {
+        grammars.attach(i as u64, 0, matcher.deep_clone());
+    }
+    let runs = crate::batch::run_prompts_constrained(
+        session,
+        prompts,
+        params,
+        max_tokens,
+        Some(&mut grammars),
+        on_token,
+    )?;
+    let (n, p50, p99) = grammars.mask_times();
+    eprintln!("masks: {n}, p50 {p50:.1} us, p99 {p99:.1} us");
+    for (i, run) in runs.iter().enumerate() {
+        if run.dead_end {
+            let why = grammars.error(i as u64, 0).unwrap_or("no token allowed");
+            eprintln!("prompt {i}: the constraint ended the output: {why}");
+        }
+    }
+    Ok(runs)
+}
+
+#[cfg(not(feature = "constrain"))]
+fn constrained(
+    _: &mut Session<'_>,
+    _: &[Vec<u32>],
+    _: &SamplingParams,
+    _: usize,
+    spec: &Spec,
+    _: impl FnMut(&Session<'_>, usize, u32, &[detllm::F32]),
+) -> CliResult<Vec<PromptRun>> {
+    match *spec {}
+}
+
+/// `text` (a transcript) with the constraint recorded: kind, text, SHA-256.
+#[cfg(feature = "constrain")]
+fn with_constraint(text: &str, spec: &Spec) -> CliResult<String> {
+    let mut v: serde_json::Value = serde_json::from_str(text).map_err(CliError::Json)?;
+    v["constraint"] = serde_json::json!({
+        "kind": spec.kind.as_str(), "text": spec.text, "sha256": spec.sha256(),
+    });
+    Ok(format!(
+        "{}\n",
+        serde_json::to_string_pretty(&v).map_err(CliError::Json)?
+    ))
+}
+
+#[cfg(not(feature = "constrain"))]
+fn with_constraint(_: &str, spec: &Spec) -> CliResult<String> {
+    match *spec {}
 }

@@ -53,13 +53,20 @@ pub fn run(args: VerifyArgs) -> CliResult<ExitCode> {
     check_ids_in_vocab(&expected, session.vocab_size())?;
     // Re-run with the same parameters, recording each step's logits.
     let mut logits_per_step: Vec<Vec<F32>> = Vec::new();
-    let runs = run_prompts_batched(
-        &mut session,
-        std::slice::from_ref(&expected.prompt_ids),
-        &expected.params,
-        expected.steps.len(),
-        |_, _, _, row| logits_per_step.push(row.to_vec()),
-    )?;
+    let record = |_: &Session<'_>, _, _, row: &[F32]| logits_per_step.push(row.to_vec());
+    let runs = match constraint::recorded(&text)? {
+        None => run_prompts_batched(
+            &mut session,
+            std::slice::from_ref(&expected.prompt_ids),
+            &expected.params,
+            expected.steps.len(),
+            record,
+        )?,
+        Some(spec) => match constraint::rerun(&mut session, &expected, &spec, record)? {
+            Some(runs) => runs,
+            None => return Ok(ExitCode::from(1)),
+        },
+    };
     let verified = runs
         .first()
         .is_some_and(|run| compare(&expected, run, &logits_per_step));
@@ -145,4 +152,113 @@ fn compare(expected: &Transcript, run: &PromptRun, logits_per_step: &[Vec<F32>])
     }
     println!("verified: {} steps, digest {last}", expected.steps.len());
     true
+}
+
+/// A transcript's constraint (`"constraint": {kind, text, sha256}`): checked
+/// against every recorded token, then replayed.
+#[cfg(feature = "constrain")]
+mod constraint {
+    use super::*;
+    use crate::batch::run_prompts_constrained;
+    use crate::constrain::{Grammars, Kind, Spec};
+    use detllm::constraint::{Completion, Constraint, TokenMask};
+    use detllm::sched::RequestId;
+
+    /// The constraint recorded in `text`, if any (its hash checked).
+    pub fn recorded(text: &str) -> CliResult<Option<Spec>> {
+        let v: serde_json::Value = serde_json::from_str(text).map_err(CliError::Json)?;
+        let Some(c) = v.get("constraint").filter(|c| !c.is_null()) else {
+            return Ok(None);
+        };
+        let bad = |why: &str| CliError::Constraint(format!("transcript: {why}"));
+        let kind = c.get("kind").and_then(|k| k.as_str()).and_then(Kind::parse);
+        let text = c.get("text").and_then(|t| t.as_str());
+        let (Some(kind), Some(text)) = (kind, text) else {
+            return Err(bad("constraint needs a known kind and a text"));
+        };
+        let spec = Spec {
+            kind,
+            text: text.to_string(),
+        };
+        if c.get("sha256").and_then(|h| h.as_str()) != Some(spec.sha256().as_str()) {
+            return Err(bad("the constraint's sha256 does not match its text"));
+        }
+        Ok(Some(spec))
+    }
+
+    /// Re-derives every step's mask from the recorded tokens and stops at the
+    /// first token it refuses (`None`, after printing where); else re-runs
+    /// the prompt under the constraint.
+    pub fn rerun(
+        session: &mut Session<'_>,
+        expected: &Transcript,
+        spec: &Spec,
+        on_token: impl FnMut(&Session<'_>, usize, u32, &[F32]),
+    ) -> CliResult<Option<Vec<PromptRun>>> {
+        let new = || -> CliResult<Grammars> {
+            let mut g = Grammars::new(&session.tokenizer, session.vocab_size())
+                .map_err(|e| CliError::Constraint(e.0))?;
+            let m = g.compile(spec).map_err(|e| CliError::Constraint(e.0))?;
+            g.attach(0, 0, m);
+            Ok(g)
+        };
+        let mut g = new()?;
+        let ids: Vec<u32> = expected.steps.iter().map(|s| s.0).collect();
+        let vocab = session.vocab_size();
+        let mut words = vec![0u32; TokenMask::words_for(vocab)];
+        let who = Completion {
+            request: RequestId(0),
+            index: 0,
+        };
+        for (k, &id) in ids.iter().enumerate() {
+            let mut mask = TokenMask::new(&mut words, vocab)?;
+            g.fill(who, &ids[..k], &mut mask);
+            if !mask.allows(id) {
+                println!(
+                    "CONSTRAINT REFUSED at step {k}: token {id} is not allowed by the {} \
+                     constraint (sha256 {}) after the {k} tokens before it{}",
+                    spec.kind.as_str(),
+                    spec.sha256(),
+                    g.error(0, 0).map(|e| format!(": {e}")).unwrap_or_default()
+                );
+                return Ok(None);
+            }
+        }
+        let mut g = new()?;
+        let runs = run_prompts_constrained(
+            session,
+            std::slice::from_ref(&expected.prompt_ids),
+            &expected.params,
+            expected.steps.len(),
+            Some(&mut g),
+            on_token,
+        )?;
+        Ok(Some(runs))
+    }
+}
+
+#[cfg(not(feature = "constrain"))]
+mod constraint {
+    use super::*;
+
+    /// Without the feature, a constrained transcript cannot be checked.
+    pub fn recorded(text: &str) -> CliResult<Option<std::convert::Infallible>> {
+        let v: serde_json::Value = serde_json::from_str(text).map_err(CliError::Json)?;
+        match v.get("constraint").filter(|c| !c.is_null()) {
+            None => Ok(None),
+            Some(_) => Err(CliError::Constraint(
+                "the transcript is constrained: verify with a build with the `constrain` feature"
+                    .into(),
+            )),
+        }
+    }
+
+    pub fn rerun(
+        _: &mut Session<'_>,
+        _: &Transcript,
+        spec: &std::convert::Infallible,
+        _: impl FnMut(&Session<'_>, usize, u32, &[F32]),
+    ) -> CliResult<Option<Vec<PromptRun>>> {
+        match *spec {}
+    }
 }

@@ -175,6 +175,21 @@ pub struct RequestBody {
     pub echo: bool,
     /// Completions: not supported (must be absent).
     pub suffix: Option<String>,
+    /// OpenAI: `{"type": "text" | "json_object" | "json_schema", ...}`
+    /// (checked by [`super::structured`], as the six below).
+    pub response_format: Option<serde_json::Value>,
+    /// llama-server: a JSON schema the answer must follow.
+    pub json_schema: Option<serde_json::Value>,
+    /// llama-server: a GBNF grammar.
+    pub grammar: Option<serde_json::Value>,
+    /// OpenAI: function tools.
+    pub tools: Option<serde_json::Value>,
+    /// OpenAI: `none`, `auto`, `required` or a named function.
+    pub tool_choice: Option<serde_json::Value>,
+    /// OpenAI (legacy): functions.
+    pub functions: Option<serde_json::Value>,
+    /// OpenAI (legacy): `function_call`.
+    pub function_call: Option<serde_json::Value>,
 }
 
 /// A prompt before tokenization.
@@ -209,11 +224,14 @@ pub struct GenRequest {
     pub include_usage: bool,
     /// Generate through end-of-generation tokens (benchmarks).
     pub ignore_eos: bool,
+    /// A JSON schema the answer must follow, and the field that gave it.
+    pub constraint: Option<(&'static str, crate::constrain::Spec)>,
 }
 
 /// What both endpoints share, validated; `seed` is the server's pick when
 /// the request has none.
 fn common(c: &RequestBody, default_max: Option<u64>, seed: u64) -> Result<GenRequest, ApiError> {
+    let constraint = super::structured::constraint(c)?;
     for (name, v) in [
         ("presence_penalty", &c.presence_penalty),
         ("frequency_penalty", &c.frequency_penalty),
@@ -268,6 +286,7 @@ fn common(c: &RequestBody, default_max: Option<u64>, seed: u64) -> Result<GenReq
         stream: c.stream,
         include_usage: c.stream_options.as_ref().is_some_and(|o| o.include_usage),
         ignore_eos: c.ignore_eos,
+        constraint,
     })
 }
 

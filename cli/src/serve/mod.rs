@@ -30,6 +30,7 @@ pub mod extract;
 pub mod http;
 pub mod metrics;
 pub mod protocol;
+pub mod structured;
 pub mod text;
 pub mod worker;
 

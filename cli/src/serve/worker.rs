@@ -128,6 +128,8 @@ struct Live {
 
 struct Runner {
     sched: Scheduler<'static>,
+    /// The constrained completions' matchers (the scheduler's constraint).
+    grammars: crate::constrain::Grammars,
     work: Workspace<'static>,
     pool: Pool,
     loaded: Loaded,
@@ -199,6 +201,9 @@ impl Runner {
         let engine = Engine::<PagedCache>::new(weights, lim, &mut arena)?;
         let sched = Scheduler::new(engine, scfg, &mut arena)?;
         let info = ModelInfo::of(&path, sha256.clone(), &file, sched.engine().config());
+        let grammars =
+            crate::constrain::Grammars::new(&tokenizer, sched.engine().config().vocab_size)
+                .map_err(|e| CliError::Constraint(e.0))?;
         let model_name = path
             .file_name()
             .map(|f| f.to_string_lossy().trim_end_matches(".gguf").to_string())
@@ -210,6 +215,7 @@ impl Runner {
         };
         Ok(Runner {
             sched,
+            grammars,
             work,
             pool: Pool::new(cfg.model.threads)?,
             loaded,
@@ -385,12 +391,29 @@ impl Runner {
             n: req.n,
             logprobs: req.logprobs,
         };
-        let id = self.sched.submit(&request).map_err(|e| match e {
+        let matcher = match &req.constraint {
+            None => None,
+            Some((field, spec)) => Some(
+                self.grammars
+                    .compile(spec)
+                    .map_err(|e| ApiError::invalid(field, format!("invalid schema: {e}")))?,
+            ),
+        };
+        let submitted = match matcher {
+            None => self.sched.submit(&request),
+            Some(_) => self.sched.submit_constrained(&request),
+        };
+        let id = submitted.map_err(|e| match e {
             detllm::Error::QueueFull { .. } => {
                 ApiError::busy("the request queue is full; retry shortly")
             }
             other => ApiError::invalid("prompt", other.to_string()),
         })?;
+        if let Some(m) = matcher {
+            for index in 0..req.n as u32 {
+                self.grammars.attach(id.0, index, m.deep_clone());
+            }
+        }
         self.front
             .metrics
             .prompt_tokens
@@ -447,9 +470,10 @@ impl Runner {
         let t0 = Instant::now();
         let front = &mut self.front;
         let mut sink = |ev: &sched::Event<'_>| front.on_event(ev);
+        let g = &mut self.grammars;
         let r = match &self.pool {
-            Pool::Serial => self.sched.step(&detllm::Serial, &mut sink),
-            Pool::Threads(p) => self.sched.step(p, &mut sink),
+            Pool::Serial => self.sched.step_constrained(&detllm::Serial, g, &mut sink),
+            Pool::Threads(p) => self.sched.step_constrained(p, g, &mut sink),
         };
         let metrics = &self.front.metrics;
         metrics.step(t0.elapsed().as_secs_f64());
@@ -489,6 +513,8 @@ impl Runner {
             self.cancel(id);
         }
         self.front.live.retain(|_, l| l.open > 0);
+        let live = &self.front.live;
+        self.grammars.retain(|request| live.contains_key(&request));
     }
 
     fn publish_gauges(&self) {
@@ -588,6 +614,8 @@ impl Front {
                     FinishReason::Stop => Finish::Stop,
                     FinishReason::Cancelled if c.hit_stop => Finish::Stop,
                     FinishReason::Cancelled => return,
+                    // The schema allowed no next token (an engine limit).
+                    FinishReason::Constraint => Finish::Stop,
                 };
                 c.done = true;
                 l.open = l.open.saturating_sub(1);

@@ -1,0 +1,203 @@
+//! Structured-output and tool fields of a request (`response_format`,
+//! `json_schema`, `grammar`, `tools`, `tool_choice`, `functions`).
+//!
+//! Honoured: `response_format` `{"type": "json_object"}` and
+//! `{"type": "json_schema", "json_schema": {"schema": …}}`, and
+//! llama-server's `json_schema` field: each becomes a JSON-schema
+//! [`Spec`] the worker compiles and applies as token masks. Each field the
+//! server cannot honour yet (GBNF `grammar`, `tools`, `functions`) is refused
+//! with a 400 naming the field, never dropped in silence (a request with
+//! `tools` answered with prose would mislead an agent into thinking its tools
+//! were shown to the model). Accepted as no-ops: `response_format:
+//! {"type": "text"}`, an empty `tools` list, `tool_choice: "none"`,
+//! `parallel_tool_calls` alone.
+//!
+//! Verified by the unit tests below (each field refused or turned into its
+//! schema, the no-ops accepted) and `cli/tests/serve.rs`.
+
+#![forbid(unsafe_code)]
+
+use super::api::RequestBody;
+use super::error::ApiError;
+use crate::constrain::{Kind, Spec};
+use serde_json::Value;
+
+/// The request's constraint (`(field, spec)`), or a 400 naming the field it
+/// cannot honour.
+pub fn constraint(body: &RequestBody) -> Result<Option<(&'static str, Spec)>, ApiError> {
+    let s = body;
+    let given = |v: &Option<Value>| v.as_ref().is_some_and(|v| !v.is_null());
+    let mut found = None;
+    if let Some(rf) = s.response_format.as_ref().filter(|v| !v.is_null()) {
+        let schema = |text: String| {
+            Some((
+                "response_format",
+                Spec {
+                    kind: Kind::JsonSchema,
+                    text,
+                },
+            ))
+        };
+        found = match rf.get("type").and_then(Value::as_str) {
+            Some("text") => None,
+            Some("json_object") => schema(r#"{"type":"object"}"#.to_string()),
+            Some("json_schema") => match rf.get("json_schema").and_then(|j| j.get("schema")) {
+                Some(v) if v.is_object() || v.is_boolean() => schema(v.to_string()),
+                _ => {
+                    return Err(ApiError::invalid(
+                        "response_format",
+                        "response_format json_schema needs json_schema.schema (an object)",
+                    ));
+                }
+            },
+            kind => {
+                return Err(ApiError::invalid(
+                    "response_format",
+                    format!(
+                        "response_format type {} is not supported \
+                         (\"text\", \"json_object\", \"json_schema\")",
+                        kind.map_or("(missing)".to_string(), |k| format!("{k:?}"))
+                    ),
+                ));
+            }
+        };
+    }
+    if let Some(v) = s.json_schema.as_ref().filter(|v| !v.is_null()) {
+        if found.is_some() {
+            return Err(ApiError::invalid(
+                "json_schema",
+                "give either response_format or json_schema, not both",
+            ));
+        }
+        found = Some((
+            "json_schema",
+            Spec {
+                kind: Kind::JsonSchema,
+                text: v.to_string(),
+            },
+        ));
+    }
+    for (name, v) in [
+        ("grammar", &s.grammar),
+        ("functions", &s.functions),
+        ("function_call", &s.function_call),
+    ] {
+        if given(v) {
+            return Err(ApiError::invalid(
+                name,
+                format!(
+                    "{name} is not supported by this server yet (GBNF is not read yet: use json_schema or response_format)"
+                ),
+            ));
+        }
+    }
+    let has_tools = s
+        .tools
+        .as_ref()
+        .is_some_and(|t| !t.is_null() && t.as_array().is_none_or(|a| !a.is_empty()));
+    let choice_none = s
+        .tool_choice
+        .as_ref()
+        .is_none_or(|c| c.is_null() || c == "none");
+    if has_tools {
+        return Err(ApiError::invalid(
+            "tools",
+            "tools are not supported by this server yet: the model would not see them",
+        ));
+    }
+    if !choice_none {
+        return Err(ApiError::invalid(
+            "tool_choice",
+            "tool_choice needs tools, which this server does not support yet",
+        ));
+    }
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schemas_come_from_response_format_and_json_schema() {
+        let m = r#""messages":[{"role":"user","content":"hi"}]"#;
+        for (extra, field, text) in [
+            (
+                r#""response_format":{"type":"json_object"}"#,
+                "response_format",
+                r#"{"type":"object"}"#,
+            ),
+            (
+                r#""response_format":{"type":"json_schema","json_schema":{"name":"p","strict":true,"schema":{"type":"integer"}}}"#,
+                "response_format",
+                r#"{"type":"integer"}"#,
+            ),
+            (
+                r#""json_schema":{"type":"string"}"#,
+                "json_schema",
+                r#"{"type":"string"}"#,
+            ),
+        ] {
+            let body: RequestBody =
+                serde_json::from_str(&format!("{{{m},{extra}}}")).expect("body");
+            let (f, spec) = constraint(&body).expect("ok").expect("a constraint");
+            assert_eq!(
+                (f, spec.kind, spec.text.as_str()),
+                (field, Kind::JsonSchema, text)
+            );
+        }
+    }
+
+    fn check(json: &str) -> Result<(), String> {
+        let body: RequestBody = serde_json::from_str(json).expect("body");
+        constraint(&body)
+            .map(|_| ())
+            .map_err(|e| e.param.clone().unwrap_or_default())
+    }
+
+    #[test]
+    fn each_unsupported_field_is_refused_by_name() {
+        let m = r#""messages":[{"role":"user","content":"hi"}]"#;
+        let tool = r#"[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object"}}}]"#;
+        for (extra, param) in [
+            (
+                r#""response_format":{"type":"json_schema","json_schema":{"name":"x"}}"#
+                    .to_string(),
+                "response_format",
+            ),
+            (r#""response_format":{}"#.to_string(), "response_format"),
+            (
+                r#""response_format":{"type":"xml"}"#.to_string(),
+                "response_format",
+            ),
+            (
+                r#""response_format":{"type":"json_object"},"json_schema":{}"#.to_string(),
+                "json_schema",
+            ),
+            (r#""grammar":"root ::= \"a\"""#.to_string(), "grammar"),
+            (format!(r#""tools":{tool}"#), "tools"),
+            (format!(r#""tools":{tool},"tool_choice":"none""#), "tools"),
+            (r#""tool_choice":"required""#.to_string(), "tool_choice"),
+            (r#""functions":[{"name":"f"}]"#.to_string(), "functions"),
+        ] {
+            let json = format!("{{{m},{extra}}}");
+            assert_eq!(check(&json), Err(param.to_string()), "{json}");
+        }
+    }
+
+    #[test]
+    fn no_op_fields_are_accepted() {
+        let m = r#""messages":[{"role":"user","content":"hi"}]"#;
+        for extra in [
+            r#""response_format":{"type":"text"}"#,
+            r#""response_format":null"#,
+            r#""tools":[]"#,
+            r#""tool_choice":"none""#,
+            r#""parallel_tool_calls":false"#,
+            r#""grammar":null"#,
+        ] {
+            let json = format!("{{{m},{extra}}}");
+            assert_eq!(check(&json), Ok(()), "{json}");
+        }
+    }
+}
