@@ -59,6 +59,8 @@ pub enum CliError {
     NoPrefillLogits,
     /// A transcript file is malformed or does not fit the model.
     Transcript(TranscriptError),
+    /// The audit store or a signing key failed (the text says which file and why).
+    Audit(String),
 }
 
 impl fmt::Display for CliError {
@@ -95,6 +97,7 @@ impl fmt::Display for CliError {
             CliError::ChatTemplateNotUtf8 => f.write_str("chat template produced invalid UTF-8"),
             CliError::NoPrefillLogits => f.write_str("prefill produced no logits"),
             CliError::Transcript(e) => write!(f, "transcript: {e}"),
+            CliError::Audit(e) => f.write_str(e),
         }
     }
 }

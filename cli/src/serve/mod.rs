@@ -36,6 +36,7 @@ pub mod worker;
 use crate::error::{CliError, CliResult};
 use hyper_util::server::graceful::GracefulShutdown;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -83,6 +84,17 @@ pub struct ServeArgs {
     /// (exit 0 if they do, 1 if the time runs out).
     #[arg(long, default_value_t = 30)]
     pub drain_timeout: u64,
+    /// The durable audit store (SQLite): every choice's transcript is committed
+    /// before its last byte is sent. `none`: keep the last 256 in memory only.
+    /// [default: $XDG_STATE_HOME/detllm/audit.sqlite, else ~/.local/state/detllm/audit.sqlite]
+    #[arg(long)]
+    pub audit_db: Option<PathBuf>,
+    /// Keep at most N transcripts in the store (the oldest go first) [default: all].
+    #[arg(long)]
+    pub audit_keep: Option<u64>,
+    /// Sign every choice's receipt with this Ed25519 key (`detllm keygen FILE`).
+    #[arg(long)]
+    pub signing_key: Option<PathBuf>,
 }
 
 /// Parses `256M`, `1G`, `65536K`, `1000000` (bytes).
@@ -122,6 +134,13 @@ pub fn worker_config(args: &ServeArgs) -> CliResult<worker::WorkerConfig> {
         ))?),
         None => None,
     };
+    let signer = match &args.signing_key {
+        Some(path) => Some(Arc::new(
+            crate::audit::receipt::read_signing_key(path)
+                .map_err(|e| CliError::Audit(e.to_string()))?,
+        )),
+        None => None,
+    };
     Ok(worker::WorkerConfig {
         model: args.model.clone(),
         max_seqs: args.max_seqs,
@@ -129,7 +148,24 @@ pub fn worker_config(args: &ServeArgs) -> CliResult<worker::WorkerConfig> {
         kv_bytes,
         step_tokens: args.step_tokens,
         max_queue: args.max_queue,
+        store: store_config(args)?,
+        signer,
     })
+}
+
+/// `--audit-db` and `--audit-keep`: the store, or `None` for `--audit-db none`.
+fn store_config(args: &ServeArgs) -> CliResult<Option<crate::audit::writer::StoreConfig>> {
+    let path = match &args.audit_db {
+        Some(p) if p.as_os_str() == "none" => return Ok(None),
+        Some(p) => p.clone(),
+        None => crate::audit::store::default_path().ok_or(CliError::Usage(
+            "no XDG_STATE_HOME or HOME for the audit store: give --audit-db PATH (or none)",
+        ))?,
+    };
+    Ok(Some(crate::audit::writer::StoreConfig {
+        path,
+        keep: args.audit_keep,
+    }))
 }
 
 /// What the handlers share, for the model `loaded` by the worker behind `worker`.
@@ -150,6 +186,10 @@ pub fn app_state(
         body_timeout: Duration::from_secs(args.timeout),
         next_seed: AtomicU64::new(random_seed()),
         next_id: AtomicU64::new(1),
+        public_key: args.signing_key.as_ref().and_then(|p| {
+            let key = crate::audit::receipt::read_signing_key(p).ok()?;
+            Some(crate::output::hex(key.verifying_key().as_bytes()))
+        }),
     }
 }
 
@@ -177,6 +217,13 @@ async fn serve(
         "detllm serve: {} ({}) on http://{local}  [{} sequences, context {}, KV {} pages]",
         loaded.model_name, loaded.fingerprint, args.max_seqs, args.ctx, loaded.kv_pages
     );
+    match store_config(args)? {
+        Some(s) => eprintln!("detllm serve: audit store {}", s.path.display()),
+        None => eprintln!("detllm serve: audit store none (the last 256 transcripts in memory)"),
+    }
+    if let Some(key) = &state.public_key {
+        eprintln!("detllm serve: signing receipts with Ed25519 public key {key}");
+    }
     let connections = GracefulShutdown::new();
     accept_until_signal(listener, &state, args, &connections, &mut signals).await?;
     // The listener is closed: new connections are refused from here on.
