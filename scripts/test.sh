@@ -52,4 +52,6 @@ if [ $# -eq 0 ]; then
     cargo test --release -p detllm-cli --features serve --test serve
     # The audit store under SIGKILL (synthetic model, ~15 s; docs/AUDIT.md).
     cargo test --release -p detllm-cli --features serve --test audit_crash
+    # 1,000 idle connections do not keep a real request out (~2 s).
+    cargo test --release -p detllm-cli --features serve --test slowloris
 fi

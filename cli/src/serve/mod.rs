@@ -25,6 +25,7 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod conns;
 pub mod error;
 pub mod extract;
 pub mod http;
@@ -77,9 +78,16 @@ pub struct ServeArgs {
     /// Seconds a connection may take to send its headers or body.
     #[arg(long, default_value_t = 30)]
     pub timeout: u64,
-    /// Most open connections.
+    /// Most open connections. When all are taken, the oldest that has not
+    /// yet sent a request is closed to make room.
     #[arg(long, default_value_t = 256)]
     pub max_connections: usize,
+    /// Most open connections from one client address [default: --max-connections].
+    #[arg(long)]
+    pub max_connections_per_addr: Option<usize>,
+    /// Seconds a new connection may take to send its first request head.
+    #[arg(long, default_value_t = 10)]
+    pub first_request_timeout: u64,
     /// Seconds to let in-flight requests finish after SIGTERM or Ctrl-C
     /// (exit 0 if they do, 1 if the time runs out).
     #[arg(long, default_value_t = 30)]
@@ -262,29 +270,69 @@ async fn accept_until_signal(
 ) -> CliResult<()> {
     let app = http::router(state.clone());
     let slots = Arc::new(tokio::sync::Semaphore::new(args.max_connections.max(1)));
+    let registry = conns::Registry::new(
+        args.max_connections_per_addr
+            .unwrap_or(args.max_connections),
+    );
     let header_timeout = Duration::from_secs(args.timeout.max(1));
+    let first_request = Duration::from_secs(args.first_request_timeout.max(1));
     loop {
-        let permit = tokio::select! {
-            p = slots.clone().acquire_owned() => p.map_err(|_| CliError::Usage("connection limit closed"))?,
-            () = signals.next() => return Ok(()),
-        };
-        let (stream, _) = tokio::select! {
+        let (stream, addr) = tokio::select! {
             a = listener.accept() => match a {
                 Ok(a) => a,
                 Err(_) => continue, // e.g. too many open files: try again
             },
             () = signals.next() => return Ok(()),
         };
-        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let Some(ticket) = registry.admit(addr.ip()) else {
+            continue; // that address is at its limit, every connection busy: refused
+        };
+        let permit = match slots.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => {
+                // Full: close the oldest idle connection (if any) and wait for its slot.
+                registry.evict_oldest_fresh();
+                tokio::select! {
+                    p = slots.clone().acquire_owned() => p.map_err(|_| CliError::Usage("connection limit closed"))?,
+                    () = signals.next() => return Ok(()),
+                }
+            }
+        };
+        let started = ticket.started.clone();
+        let tower = hyper_util::service::TowerToHyperService::new(app.clone());
+        let service = hyper::service::service_fn(move |req| {
+            started.store(true, Ordering::Release);
+            hyper::service::Service::call(&tower, req)
+        });
         let conn = hyper::server::conn::http1::Builder::new()
             .timer(hyper_util::rt::TokioTimer::new())
             .header_read_timeout(header_timeout)
             .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
         let conn = connections.watch(conn);
-        tokio::spawn(async move {
-            let _permit = permit;
-            let _ = conn.await;
-        });
+        tokio::spawn(serve_connection(conn, permit, ticket, first_request));
+    }
+}
+
+/// Runs one connection until it ends, is evicted, or sends no request
+/// head within `first_request` (dropping it closes the socket).
+async fn serve_connection<C: std::future::Future>(
+    conn: C,
+    permit: tokio::sync::OwnedSemaphorePermit,
+    mut ticket: conns::Ticket,
+    first_request: Duration,
+) {
+    let _permit = permit;
+    let started = ticket.started.clone();
+    let deadline = async {
+        tokio::time::sleep(first_request).await;
+        if started.load(Ordering::Acquire) {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        _ = conn => {}
+        _ = &mut ticket.evicted => {}
+        () = deadline => {}
     }
 }
 
