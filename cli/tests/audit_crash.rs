@@ -14,7 +14,8 @@
 //! the stored bytes, the key is served, and `detllm verify --pubkey`
 //! accepts a sample of them (signature, then re-execution), while a wrong
 //! key, an edited field and an edited token are each refused with their
-//! own message.
+//! own message. A commit that fails fails its request (500, or an SSE
+//! error event) and the server keeps serving.
 
 #![cfg(unix)]
 
@@ -347,4 +348,58 @@ fn tamper(model: &Path, text: &str) {
         out.contains("signature: valid") && out.contains("DIVERGED at step 0"),
         "{out}"
     );
+}
+
+/// A commit that fails (here: a trigger that aborts every insert) fails
+/// its request — 500 for a whole response, an `error` event for a stream,
+/// never an answer the store does not hold — and the server keeps serving
+/// once the store accepts writes again.
+#[test]
+fn a_failed_commit_fails_the_request_and_the_server_keeps_serving() {
+    let model = synth_model();
+    let db = tmp("failing-audit.sqlite");
+    let _ = std::fs::remove_file(&db);
+    let key = tmp("failing.key");
+    let _ = std::fs::remove_file(&key);
+    let _ = std::fs::remove_file(tmp("failing.key.pub"));
+    assert_eq!(run(bin().arg("keygen").arg(&key), None).0, 0);
+    let server = Server::start(&model, &db, &key); // creates the store
+    let c = rusqlite::Connection::open(&db).expect("open the store");
+    c.execute_batch(
+        "CREATE TRIGGER refuse BEFORE INSERT ON transcripts
+         BEGIN SELECT RAISE(ABORT, 'disk says no'); END;",
+    )
+    .expect("trigger");
+    let url = server.url("/v1/completions");
+    let whole = r#"{"prompt": [0], "max_tokens": 3, "temperature": 0}"#;
+    match ureq::post(&url).send_string(whole) {
+        Err(ureq::Error::Status(500, r)) => {
+            let text = r.into_string().expect("body");
+            assert!(
+                text.contains("audit record could not be committed"),
+                "{text}"
+            );
+        }
+        other => panic!("expected a 500, got {other:?}"),
+    }
+    let stream = r#"{"prompt": [0], "max_tokens": 3, "temperature": 0, "stream": true}"#;
+    let text = ureq::post(&url)
+        .send_string(stream)
+        .expect("stream")
+        .into_string()
+        .expect("body");
+    assert!(
+        text.contains("audit record could not be committed"),
+        "{text}"
+    );
+    assert!(!text.contains("\"finish_reason\":\"length\""), "{text}");
+    c.execute_batch("DROP TRIGGER refuse;")
+        .expect("drop trigger");
+    let r = ureq::post(&url).send_string(whole).expect("served again");
+    assert_eq!(r.status(), 200);
+    let v: Value = serde_json::from_str(&r.into_string().expect("body")).expect("JSON");
+    let id = v["choices"][0]["detllm"]["transcript_id"]
+        .as_str()
+        .expect("id");
+    assert!(stored(&db).contains_key(id));
 }
