@@ -48,4 +48,5 @@ for p in $(seq 1 "$pairs"); do
     echo "pair $p: store on $on tok/s, --audit-db none $off tok/s, on/off $r"
 done
 python3 -c "import statistics,sys; print(f'median on/off {statistics.median(map(float, sys.argv[1:])):.3f} over {len(sys.argv)-1} pairs')" "${ratios[@]}"
-echo "store: $(du -b "$work/audit.sqlite" | cut -f1) bytes, $("$detllm" audit --db "$work/audit.sqlite" list | wc -l) records"
+# Identical requests (the solo re-runs) have the same transcript id: one record each.
+echo "store: $(cat "$work"/audit.sqlite* | wc -c) bytes with the WAL, $("$detllm" audit --db "$work/audit.sqlite" list | wc -l) distinct records"

@@ -7,7 +7,9 @@
 //! scheduler and runs steps), [`protocol`] (what the two say to each
 //! other), [`text`] (stop strings and UTF-8 across tokens), [`metrics`]
 //! (Prometheus text), [`error`] (OpenAI-style JSON errors, the one
-//! rejection type).
+//! rejection type), [`conns`] (idle connections cannot starve the server).
+//! Finished choices are recorded (and signed) by `crate::audit`
+//! (docs/AUDIT.md).
 //!
 //! Shutdown: on SIGTERM or Ctrl-C (SIGINT) the server stops accepting (the
 //! listening socket is closed, so new connections are refused), lets every
