@@ -60,6 +60,7 @@ pub enum CliError {
     /// A transcript file is malformed or does not fit the model.
     Transcript(TranscriptError),
     /// The audit store or a signing key failed (the text says which file and why).
+    #[cfg(feature = "audit")]
     Audit(String),
 }
 
@@ -97,6 +98,7 @@ impl fmt::Display for CliError {
             CliError::ChatTemplateNotUtf8 => f.write_str("chat template produced invalid UTF-8"),
             CliError::NoPrefillLogits => f.write_str("prefill produced no logits"),
             CliError::Transcript(e) => write!(f, "transcript: {e}"),
+            #[cfg(feature = "audit")]
             CliError::Audit(e) => f.write_str(e),
         }
     }
