@@ -54,6 +54,12 @@ cargo test --release --workspace --features "$features" "$@"
 # The server's tests in a build of their own: the `serve` feature links tokio,
 # axum and hyper into the `detllm` binary (+10 MB of code, ~1 MB more resident),
 # and cli/tests/cli.rs holds the plain CLI to its peak-memory target.
-if [ $# -eq 0 ]; then cargo test --release -p detllm-cli --features serve --test serve; fi
-# Structured output (llguidance, feature `constrain`, which `serve` includes): the same build.
-if [ $# -eq 0 ]; then cargo test --release -p detllm-cli --features serve --test constrain; fi
+if [ $# -eq 0 ]; then
+    cargo test --release -p detllm-cli --features serve --test serve
+    # Structured output (llguidance, feature `constrain`, which `serve` includes).
+    cargo test --release -p detllm-cli --features serve --test constrain
+    # The audit store under SIGKILL (synthetic model, ~15 s; docs/AUDIT.md).
+    cargo test --release -p detllm-cli --features serve --test audit_crash
+    # 1,000 idle connections do not keep a real request out (~2 s).
+    cargo test --release -p detllm-cli --features serve --test slowloris
+fi

@@ -72,6 +72,15 @@ pub struct Spec {
 }
 
 impl Spec {
+    /// How a transcript records this constraint.
+    pub fn record(&self) -> crate::transcript::ConstraintRecord<'_> {
+        crate::transcript::ConstraintRecord {
+            kind: self.kind.as_str(),
+            text: &self.text,
+            sha256: self.sha256(),
+        }
+    }
+
     /// SHA-256 of the text (hex), as transcripts record it.
     pub fn sha256(&self) -> String {
         Sha256::digest(self.text.as_bytes())

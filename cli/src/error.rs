@@ -61,6 +61,9 @@ pub enum CliError {
     Constraint(String),
     /// A transcript file is malformed or does not fit the model.
     Transcript(TranscriptError),
+    /// The audit store or a signing key failed (the text says which file and why).
+    #[cfg(feature = "audit")]
+    Audit(String),
 }
 
 impl fmt::Display for CliError {
@@ -98,6 +101,8 @@ impl fmt::Display for CliError {
             CliError::NoPrefillLogits => f.write_str("prefill produced no logits"),
             CliError::Constraint(why) => write!(f, "constraint: {why}"),
             CliError::Transcript(e) => write!(f, "transcript: {e}"),
+            #[cfg(feature = "audit")]
+            CliError::Audit(e) => f.write_str(e),
         }
     }
 }

@@ -22,6 +22,8 @@ use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
 mod args;
+#[cfg(feature = "audit")]
+mod audit;
 mod batch;
 mod cmd;
 #[cfg(feature = "constrain")]
@@ -66,6 +68,12 @@ enum Command {
     Perplexity(cmd::perplexity::PerplexityArgs),
     /// Re-execute a transcript and compare every step's digest.
     Verify(cmd::verify::VerifyArgs),
+    /// Read a server's audit store offline: list, show a transcript, export all.
+    #[cfg(feature = "audit")]
+    Audit(audit::cmd::AuditArgs),
+    /// Write a new Ed25519 key pair for `serve --signing-key` (FILE, mode 0600; FILE.pub).
+    #[cfg(feature = "audit")]
+    Keygen(audit::cmd::KeygenArgs),
     /// Serve the model over an OpenAI-compatible HTTP API (continuous batching).
     #[cfg(feature = "serve")]
     Serve(serve::ServeArgs),
@@ -80,6 +88,10 @@ fn main() -> ExitCode {
         Command::Bench(args) => cmd::bench::run(args),
         Command::Perplexity(args) => cmd::perplexity::run(args),
         Command::Verify(args) => cmd::verify::run(args),
+        #[cfg(feature = "audit")]
+        Command::Audit(args) => audit::cmd::run(args),
+        #[cfg(feature = "audit")]
+        Command::Keygen(args) => audit::cmd::keygen(args),
         #[cfg(feature = "serve")]
         Command::Serve(args) => serve::run(args),
     };

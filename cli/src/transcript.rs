@@ -134,6 +134,16 @@ pub struct Run<'a> {
     pub ids: &'a [u32],
     /// The audit chain's digest after each step (`d_1 .. d_N`).
     pub digests: &'a [[u8; 32]],
+    /// The token constraint the run was sampled under, if any.
+    pub constraint: Option<ConstraintRecord<'a>>,
+}
+
+/// A token constraint as a transcript records it (`"constraint"`): its
+/// kind (`json_schema`, `lark`), its text and the text's SHA-256 (hex).
+pub struct ConstraintRecord<'a> {
+    pub kind: &'a str,
+    pub text: &'a str,
+    pub sha256: String,
 }
 
 /// The transcript of `run` on `model`: pretty-printed JSON and a newline,
@@ -146,7 +156,7 @@ pub fn to_text(model: &ModelInfo, run: &Run<'_>) -> String {
         .zip(run.digests)
         .map(|(id, digest)| json!({ "id": id, "digest": hex(digest) }))
         .collect();
-    let transcript = json!({
+    let mut transcript = json!({
         "format": FORMAT,
         "profile": detllm::PROFILE,
         "crate_version": env!("CARGO_PKG_VERSION"),
@@ -168,6 +178,9 @@ pub fn to_text(model: &ModelInfo, run: &Run<'_>) -> String {
         "steps": steps,
         "final_digest": run.digests.last().map(|d| hex(d)),
     });
+    if let Some(c) = &run.constraint {
+        transcript["constraint"] = json!({ "kind": c.kind, "text": c.text, "sha256": c.sha256 });
+    }
     // A `Value` built from strings and integers always serializes.
     serde_json::to_string_pretty(&transcript).unwrap_or_default() + "\n"
 }
@@ -183,6 +196,10 @@ pub struct Transcript {
     /// `(id, digest)` of each step; digests lowercase hex.
     pub steps: Vec<(u32, String)>,
     pub final_digest: String,
+    /// The recorded constraint's SHA-256 (lowercase hex), if the run had one
+    /// (signed receipts cover it).
+    #[cfg_attr(not(feature = "audit"), allow(dead_code))]
+    pub constraint_sha256: Option<String>,
 }
 
 /// Reads the transcript in `text`, checking every field `verify` uses.
@@ -220,6 +237,18 @@ pub fn parse(text: &str) -> Parse<Transcript> {
             "final_digest missing or not 64 hex digits",
         ))?
         .to_ascii_lowercase();
+    let constraint_sha256 = match v.get("constraint").filter(|c| !c.is_null()) {
+        None => None,
+        Some(c) => Some(
+            c.get("sha256")
+                .and_then(|d| d.as_str())
+                .filter(|d| is_digest_hex(d))
+                .ok_or(TranscriptError::Invalid(
+                    "constraint.sha256 missing or not 64 hex digits",
+                ))?
+                .to_ascii_lowercase(),
+        ),
+    };
     Ok(Transcript {
         sha256,
         model_file,
@@ -228,6 +257,7 @@ pub fn parse(text: &str) -> Parse<Transcript> {
         prompt_ids,
         steps,
         final_digest,
+        constraint_sha256,
     })
 }
 
@@ -340,6 +370,7 @@ mod tests {
             prompt_ids: &[1, 2, 3],
             ids: &[7, 8],
             digests: &digests,
+            constraint: None,
         };
         let text = to_text(&model(), &run);
         assert!(text.ends_with("}\n"));

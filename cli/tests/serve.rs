@@ -55,9 +55,16 @@ fn openai_python() -> Option<std::path::PathBuf> {
 impl Server {
     fn start(extra: &[&str]) -> Server {
         let model = model().expect("model checked by the caller");
+        // Each server its own audit store (the default is per user).
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let db =
+            std::env::temp_dir().join(format!("detllm-serve-{}-{n}.sqlite", std::process::id()));
         let mut child = Command::new(BIN)
             .args(["serve", "--port", "0", "--model"])
             .arg(&model)
+            .arg("--audit-db")
+            .arg(&db)
             .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

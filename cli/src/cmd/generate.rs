@@ -138,7 +138,7 @@ fn write_transcript(
         &session.file,
         session.engine.config(),
     );
-    let mut text = transcript::to_text(
+    let text = transcript::to_text(
         &info,
         &transcript::Run {
             params: t.params,
@@ -147,11 +147,9 @@ fn write_transcript(
             prompt_ids: &run.prompt_ids,
             ids: &run.ids,
             digests: &run.step_digests,
+            constraint: t.constraint.map(constraint_record),
         },
     );
-    if let Some(spec) = t.constraint {
-        text = with_constraint(&text, spec)?;
-    }
     std::fs::write(path, text).map_err(CliError::at(path))
 }
 
@@ -337,20 +335,13 @@ fn constrained(
     match *spec {}
 }
 
-/// `text` (a transcript) with the constraint recorded: kind, text, SHA-256.
+/// How a transcript records `spec`.
 #[cfg(feature = "constrain")]
-fn with_constraint(text: &str, spec: &Spec) -> CliResult<String> {
-    let mut v: serde_json::Value = serde_json::from_str(text).map_err(CliError::Json)?;
-    v["constraint"] = serde_json::json!({
-        "kind": spec.kind.as_str(), "text": spec.text, "sha256": spec.sha256(),
-    });
-    Ok(format!(
-        "{}\n",
-        serde_json::to_string_pretty(&v).map_err(CliError::Json)?
-    ))
+fn constraint_record(spec: &Spec) -> transcript::ConstraintRecord<'_> {
+    spec.record()
 }
 
 #[cfg(not(feature = "constrain"))]
-fn with_constraint(_: &str, spec: &Spec) -> CliResult<String> {
+fn constraint_record(spec: &Spec) -> transcript::ConstraintRecord<'_> {
     match *spec {}
 }

@@ -26,11 +26,23 @@ pub struct VerifyArgs {
     /// Worker threads.
     #[arg(long, default_value_t = 1)]
     pub threads: usize,
+    /// Check the transcript's signed receipt against this public key
+    /// (`FILE.pub` of `detllm keygen`, or the hex `GET /v1/audit/key` gives
+    /// saved to a file) before re-executing it.
+    #[cfg(feature = "audit")]
+    #[arg(long)]
+    pub pubkey: Option<PathBuf>,
 }
 
 pub fn run(args: VerifyArgs) -> CliResult<ExitCode> {
     let text = std::fs::read_to_string(&args.transcript).map_err(CliError::at(&args.transcript))?;
     let expected = transcript::parse(&text)?;
+    #[cfg(feature = "audit")]
+    if let Some(key) = &args.pubkey
+        && !receipt_checks(&text, &expected, key)?
+    {
+        return Ok(ExitCode::from(1));
+    }
     let model_path = transcript_model(args.model.as_deref(), &expected)?;
     let model = ModelFile::open_for_run(&model_path)?;
     let sha256 = model.sha256();
@@ -75,6 +87,28 @@ pub fn run(args: VerifyArgs) -> CliResult<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+/// Checks the receipt against the public key in `key_file`; prints the
+/// verdict (a wrong key, edited request fields and an edited digest each
+/// have their own line). A key file that cannot be read is an error.
+#[cfg(feature = "audit")]
+fn receipt_checks(text: &str, expected: &Transcript, key_file: &Path) -> CliResult<bool> {
+    use crate::audit::receipt::{self, ReceiptError};
+    let key = receipt::read_public_key(key_file).map_err(|e| CliError::Audit(e.to_string()))?;
+    match receipt::check(text, expected, &key) {
+        Ok(()) => {
+            println!("signature: valid (Ed25519 key {})", hex(key.as_bytes()));
+            Ok(true)
+        }
+        Err(e @ (ReceiptError::KeyFile(..) | ReceiptError::KeyFormat(_))) => {
+            Err(CliError::Audit(e.to_string()))
+        }
+        Err(e) => {
+            println!("{e}");
+            Ok(false)
+        }
+    }
 }
 
 /// `--model`, else the file the transcript names if it is in the model

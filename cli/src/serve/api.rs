@@ -574,6 +574,10 @@ pub struct Provenance {
     pub token_ids: Vec<u32>,
     /// `GET /v1/transcripts/{id}` returns the audit transcript.
     pub transcript_id: String,
+    /// The receipt's Ed25519 signature, hex (`serve --signing-key`; its
+    /// transcript holds the whole receipt).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
 }
 
 /// A chat message in a response, or a streamed chunk's `delta`.

@@ -62,6 +62,8 @@ pub struct AppState {
     pub next_seed: AtomicU64,
     /// Request ids (`chatcmpl-N`).
     pub next_id: AtomicU64,
+    /// The receipts' Ed25519 public key, hex (`--signing-key`).
+    pub public_key: Option<String>,
 }
 
 /// The state every handler and extractor gets.
@@ -88,6 +90,7 @@ pub fn router(state: Shared) -> Router {
         .route("/v1/models", get(models))
         .route("/v1/models/{id}", get(model))
         .route("/v1/transcripts/{id}", get(transcript))
+        .route("/v1/audit/key", get(audit_key))
         .route("/tokenize", post(tokenize))
         .route("/detokenize", post(detokenize))
         .route("/metrics", get(metrics))
@@ -353,6 +356,7 @@ struct Ending {
     digest: String,
     audit_digest: String,
     transcript_id: String,
+    signature: Option<String>,
 }
 
 /// One choice being assembled from its events.
@@ -407,6 +411,7 @@ impl Assembly {
                 digest,
                 audit_digest,
                 transcript_id,
+                signature,
                 ..
             } => {
                 self.text.push_str(text);
@@ -415,6 +420,7 @@ impl Assembly {
                     digest: digest.clone(),
                     audit_digest: audit_digest.clone(),
                     transcript_id: transcript_id.clone(),
+                    signature: signature.clone(),
                 });
             }
             Event::Failed(e) => return Err(e.clone()),
@@ -431,11 +437,12 @@ fn event_choice(ev: &Event) -> Option<usize> {
 }
 
 fn provenance(sub: &Submitted, c: &Assembly) -> Provenance {
-    let (digest, audit_digest, transcript_id) = match &c.ending {
+    let (digest, audit_digest, transcript_id, signature) = match &c.ending {
         Some(e) => (
             e.digest.clone(),
             e.audit_digest.clone(),
             e.transcript_id.clone(),
+            e.signature.clone(),
         ),
         None => Default::default(),
     };
@@ -446,6 +453,7 @@ fn provenance(sub: &Submitted, c: &Assembly) -> Provenance {
         seed: sub.accepted.seed,
         token_ids: c.ids.clone(),
         transcript_id,
+        signature,
     }
 }
 
@@ -655,6 +663,18 @@ async fn detokenize(
     Ok(Json(Detokenized { content }))
 }
 
+/// `GET /v1/audit/key`: the public key receipts are signed with.
+async fn audit_key(State(st): State<Shared>) -> Result<Response, ApiError> {
+    match &st.public_key {
+        Some(key) => {
+            Ok(Json(serde_json::json!({ "scheme": "ed25519", "public_key": key })).into_response())
+        }
+        None => Err(ApiError::not_found(
+            "this server signs no receipts (start it with --signing-key FILE)",
+        )),
+    }
+}
+
 async fn transcript(State(st): State<Shared>, PathId(id): PathId) -> Result<Response, ApiError> {
     let kept = ask(&st, |reply| Command::Transcript {
         id: id.clone(),
@@ -665,7 +685,7 @@ async fn transcript(State(st): State<Shared>, PathId(id): PathId) -> Result<Resp
         // The bytes `detllm generate --transcript` would write.
         Some(text) => Ok(([(header::CONTENT_TYPE, "application/json")], text).into_response()),
         None => Err(ApiError::not_found(format!(
-            "no transcript {id} (kept for the most recent responses only)"
+            "no transcript {id} (not in the audit store; with --audit-db none only the most recent are kept)"
         ))),
     }
 }
@@ -714,6 +734,9 @@ mod tests {
         let mut argv = vec!["serve", "--model", model];
         if !flags.contains(&"--ctx") {
             argv.extend(["--ctx", "64"]);
+        }
+        if !flags.contains(&"--audit-db") {
+            argv.extend(["--audit-db", "none"]);
         }
         argv.extend_from_slice(flags);
         let args = Flags::try_parse_from(argv).expect("flags").serve;

@@ -7,7 +7,9 @@
 //! scheduler and runs steps), [`protocol`] (what the two say to each
 //! other), [`text`] (stop strings and UTF-8 across tokens), [`metrics`]
 //! (Prometheus text), [`error`] (OpenAI-style JSON errors, the one
-//! rejection type).
+//! rejection type), [`conns`] (idle connections cannot starve the server).
+//! Finished choices are recorded (and signed) by `crate::audit`
+//! (docs/AUDIT.md).
 //!
 //! Shutdown: on SIGTERM or Ctrl-C (SIGINT) the server stops accepting (the
 //! listening socket is closed, so new connections are refused), lets every
@@ -25,6 +27,7 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod conns;
 pub mod error;
 pub mod extract;
 pub mod http;
@@ -37,6 +40,7 @@ pub mod worker;
 use crate::error::{CliError, CliResult};
 use hyper_util::server::graceful::GracefulShutdown;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -77,13 +81,31 @@ pub struct ServeArgs {
     /// Seconds a connection may take to send its headers or body.
     #[arg(long, default_value_t = 30)]
     pub timeout: u64,
-    /// Most open connections.
+    /// Most open connections. When all are taken, the oldest that has not
+    /// yet sent a request is closed to make room.
     #[arg(long, default_value_t = 256)]
     pub max_connections: usize,
+    /// Most open connections from one client address [default: --max-connections].
+    #[arg(long)]
+    pub max_connections_per_addr: Option<usize>,
+    /// Seconds a new connection may take to send its first request head.
+    #[arg(long, default_value_t = 10)]
+    pub first_request_timeout: u64,
     /// Seconds to let in-flight requests finish after SIGTERM or Ctrl-C
     /// (exit 0 if they do, 1 if the time runs out).
     #[arg(long, default_value_t = 30)]
     pub drain_timeout: u64,
+    /// The durable audit store (SQLite): every choice's transcript is committed
+    /// before its last byte is sent. `none`: keep the last 256 in memory only.
+    /// [default: $XDG_STATE_HOME/detllm/audit.sqlite, else ~/.local/state/detllm/audit.sqlite]
+    #[arg(long)]
+    pub audit_db: Option<PathBuf>,
+    /// Keep at most N transcripts in the store (the oldest go first) [default: all].
+    #[arg(long)]
+    pub audit_keep: Option<u64>,
+    /// Sign every choice's receipt with this Ed25519 key (`detllm keygen FILE`).
+    #[arg(long)]
+    pub signing_key: Option<PathBuf>,
 }
 
 /// Parses `256M`, `1G`, `65536K`, `1000000` (bytes).
@@ -123,6 +145,13 @@ pub fn worker_config(args: &ServeArgs) -> CliResult<worker::WorkerConfig> {
         ))?),
         None => None,
     };
+    let signer = match &args.signing_key {
+        Some(path) => Some(Arc::new(
+            crate::audit::receipt::read_signing_key(path)
+                .map_err(|e| CliError::Audit(e.to_string()))?,
+        )),
+        None => None,
+    };
     Ok(worker::WorkerConfig {
         model: args.model.clone(),
         max_seqs: args.max_seqs,
@@ -130,7 +159,24 @@ pub fn worker_config(args: &ServeArgs) -> CliResult<worker::WorkerConfig> {
         kv_bytes,
         step_tokens: args.step_tokens,
         max_queue: args.max_queue,
+        store: store_config(args)?,
+        signer,
     })
+}
+
+/// `--audit-db` and `--audit-keep`: the store, or `None` for `--audit-db none`.
+fn store_config(args: &ServeArgs) -> CliResult<Option<crate::audit::writer::StoreConfig>> {
+    let path = match &args.audit_db {
+        Some(p) if p.as_os_str() == "none" => return Ok(None),
+        Some(p) => p.clone(),
+        None => crate::audit::store::default_path().ok_or(CliError::Usage(
+            "no XDG_STATE_HOME or HOME for the audit store: give --audit-db PATH (or none)",
+        ))?,
+    };
+    Ok(Some(crate::audit::writer::StoreConfig {
+        path,
+        keep: args.audit_keep,
+    }))
 }
 
 /// What the handlers share, for the model `loaded` by the worker behind `worker`.
@@ -151,6 +197,10 @@ pub fn app_state(
         body_timeout: Duration::from_secs(args.timeout),
         next_seed: AtomicU64::new(random_seed()),
         next_id: AtomicU64::new(1),
+        public_key: args.signing_key.as_ref().and_then(|p| {
+            let key = crate::audit::receipt::read_signing_key(p).ok()?;
+            Some(crate::output::hex(key.verifying_key().as_bytes()))
+        }),
     }
 }
 
@@ -178,6 +228,13 @@ async fn serve(
         "detllm serve: {} ({}) on http://{local}  [{} sequences, context {}, KV {} pages]",
         loaded.model_name, loaded.fingerprint, args.max_seqs, args.ctx, loaded.kv_pages
     );
+    match store_config(args)? {
+        Some(s) => eprintln!("detllm serve: audit store {}", s.path.display()),
+        None => eprintln!("detllm serve: audit store none (the last 256 transcripts in memory)"),
+    }
+    if let Some(key) = &state.public_key {
+        eprintln!("detllm serve: signing receipts with Ed25519 public key {key}");
+    }
     let connections = GracefulShutdown::new();
     accept_until_signal(listener, &state, args, &connections, &mut signals).await?;
     // The listener is closed: new connections are refused from here on.
@@ -216,29 +273,69 @@ async fn accept_until_signal(
 ) -> CliResult<()> {
     let app = http::router(state.clone());
     let slots = Arc::new(tokio::sync::Semaphore::new(args.max_connections.max(1)));
+    let registry = conns::Registry::new(
+        args.max_connections_per_addr
+            .unwrap_or(args.max_connections),
+    );
     let header_timeout = Duration::from_secs(args.timeout.max(1));
+    let first_request = Duration::from_secs(args.first_request_timeout.max(1));
     loop {
-        let permit = tokio::select! {
-            p = slots.clone().acquire_owned() => p.map_err(|_| CliError::Usage("connection limit closed"))?,
-            () = signals.next() => return Ok(()),
-        };
-        let (stream, _) = tokio::select! {
+        let (stream, addr) = tokio::select! {
             a = listener.accept() => match a {
                 Ok(a) => a,
                 Err(_) => continue, // e.g. too many open files: try again
             },
             () = signals.next() => return Ok(()),
         };
-        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let Some(ticket) = registry.admit(addr.ip()) else {
+            continue; // that address is at its limit, every connection busy: refused
+        };
+        let permit = match slots.clone().try_acquire_owned() {
+            Ok(p) => p,
+            Err(_) => {
+                // Full: close the oldest idle connection (if any) and wait for its slot.
+                registry.evict_oldest_fresh();
+                tokio::select! {
+                    p = slots.clone().acquire_owned() => p.map_err(|_| CliError::Usage("connection limit closed"))?,
+                    () = signals.next() => return Ok(()),
+                }
+            }
+        };
+        let started = ticket.started.clone();
+        let tower = hyper_util::service::TowerToHyperService::new(app.clone());
+        let service = hyper::service::service_fn(move |req| {
+            started.store(true, Ordering::Release);
+            hyper::service::Service::call(&tower, req)
+        });
         let conn = hyper::server::conn::http1::Builder::new()
             .timer(hyper_util::rt::TokioTimer::new())
             .header_read_timeout(header_timeout)
             .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
         let conn = connections.watch(conn);
-        tokio::spawn(async move {
-            let _permit = permit;
-            let _ = conn.await;
-        });
+        tokio::spawn(serve_connection(conn, permit, ticket, first_request));
+    }
+}
+
+/// Runs one connection until it ends, is evicted, or sends no request
+/// head within `first_request` (dropping it closes the socket).
+async fn serve_connection<C: std::future::Future>(
+    conn: C,
+    permit: tokio::sync::OwnedSemaphorePermit,
+    mut ticket: conns::Ticket,
+    first_request: Duration,
+) {
+    let _permit = permit;
+    let started = ticket.started.clone();
+    let deadline = async {
+        tokio::time::sleep(first_request).await;
+        if started.load(Ordering::Acquire) {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        _ = conn => {}
+        _ = &mut ticket.evicted => {}
+        () = deadline => {}
     }
 }
 

@@ -83,6 +83,8 @@ pub enum Event {
         audit_digest: String,
         /// Where its transcript is kept.
         transcript_id: String,
+        /// The receipt's signature (hex), when the server signs.
+        signature: Option<String>,
     },
     /// The engine failed on this request.
     Failed(ApiError),

@@ -16,6 +16,8 @@ use super::error::ApiError;
 use super::metrics::Metrics;
 use super::protocol::{Accepted, Alternative, Command, Event, Finish};
 use super::text::ChoiceText;
+use crate::audit::store::{Record, now_secs};
+use crate::audit::writer::{Pending, Writer};
 use crate::error::{CliError, CliResult};
 use crate::model_file::{ModelFile, existing_model};
 use crate::output::hex;
@@ -29,6 +31,7 @@ use detllm::sample::SamplingParams;
 use detllm::sched::{self, FinishReason, RequestId, SchedConfig, Scheduler};
 use detllm::tokenizer::{Tokenizer, Workspace};
 use detllm::{Arena, F32};
+use ed25519_dalek::SigningKey;
 use sha2::{Digest, Sha256};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -59,6 +62,10 @@ pub struct WorkerConfig {
     pub step_tokens: usize,
     /// Completions waiting at most.
     pub max_queue: usize,
+    /// Where finished choices are recorded (`None`: the in-memory ring).
+    pub store: Option<crate::audit::writer::StoreConfig>,
+    /// The receipts' signing key (`--signing-key`).
+    pub signer: Option<Arc<SigningKey>>,
 }
 
 /// What the HTTP side needs to know of the loaded model.
@@ -80,10 +87,17 @@ pub fn start(
     metrics: Arc<Metrics>,
 ) -> CliResult<Loaded> {
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    // The store opens first: a locked, corrupt or unwritable file stops the start.
+    let writer = match &cfg.store {
+        Some(s) => Some(Writer::start(s).map_err(|e| CliError::Audit(e.to_string()))?),
+        None => None,
+    };
     std::thread::Builder::new()
         .name("detllm-worker".into())
         .spawn(move || match Runner::load(&cfg, metrics) {
             Ok(mut runner) => {
+                runner.front.writer = writer;
+                runner.front.signer = cfg.signer.clone();
                 let _ = ready_tx.send(Ok(runner.loaded.clone()));
                 runner.serve(&commands);
             }
@@ -119,6 +133,8 @@ struct Live {
     prompt_text: String,
     params: SamplingParams,
     max_tokens: usize,
+    /// The token constraint every choice was sampled under, if any.
+    constraint: Option<crate::constrain::Spec>,
     choices: Vec<Choice>,
     /// Choices not finished yet.
     open: usize,
@@ -144,8 +160,14 @@ struct Front {
     metrics: Arc<Metrics>,
     info: ModelInfo,
     live: HashMap<u64, Live>,
-    /// `(id, transcript text)` of the most recent choices.
+    /// `(id, transcript text)` of the most recent choices (`--audit-db none`).
     transcripts: VecDeque<(String, String)>,
+    /// The durable store's writer thread, if there is a store.
+    writer: Option<Writer>,
+    /// Choices finished since the last commit, waiting for it.
+    pending: Vec<Pending>,
+    /// Signs each choice's receipt, if set.
+    signer: Option<Arc<SigningKey>>,
 }
 
 /// The engine limits for `cfg`: room for the running completions and the
@@ -226,6 +248,9 @@ impl Runner {
                 info,
                 live: HashMap::new(),
                 transcripts: VecDeque::new(),
+                writer: None,
+                pending: Vec::new(),
+                signer: None,
             },
         })
     }
@@ -249,6 +274,7 @@ impl Runner {
                 Some(c) => self.command(c),
                 None => self.step(),
             }
+            self.front.commit_pending();
             self.publish_gauges();
         }
     }
@@ -270,6 +296,9 @@ impl Runner {
                 let _ = reply.send(self.decode(&tokens));
             }
             Command::Transcript { id, reply } => {
+                if let Some(w) = &self.front.writer {
+                    return w.read(id, reply);
+                }
                 let t = self
                     .front
                     .transcripts
@@ -436,6 +465,7 @@ impl Runner {
                 prompt_text,
                 params: req.params,
                 max_tokens,
+                constraint: req.constraint.as_ref().map(|(_, spec)| spec.clone()),
                 choices,
                 open: req.n,
                 gone: false,
@@ -539,6 +569,16 @@ fn f32_value(x: F32) -> f32 {
 }
 
 impl Front {
+    /// Hands the choices finished since the last call to the writer: one
+    /// commit, then their `Done` events.
+    fn commit_pending(&mut self) {
+        if let Some(w) = &self.writer
+            && !self.pending.is_empty()
+        {
+            w.commit_step(std::mem::take(&mut self.pending));
+        }
+    }
+
     /// Choices that hit a stop string and are still open: `(request, index)`.
     fn stopped_choices(&self) -> Vec<(u64, u32)> {
         let mut v = Vec::new();
@@ -623,18 +663,52 @@ impl Front {
                 let digest = hex(&c.rows.clone().finalize());
                 let audit = hex(&f.digest);
                 let transcript = transcript_text(info, l, f.index);
-                push_transcript(transcripts, audit.clone(), transcript);
-                let sent = l.events.send(Event::Done {
+                let (transcript, signature) = signed(self.signer.as_deref(), transcript);
+                let done = Event::Done {
                     choice: f.index as usize,
                     finish,
                     text: rest,
                     digest,
                     audit_digest: audit.clone(),
-                    transcript_id: audit,
-                });
-                l.gone |= sent.is_err();
+                    transcript_id: audit.clone(),
+                    signature: signature.clone(),
+                };
+                if self.writer.is_some() {
+                    // Sent by the writer once the record is durable.
+                    self.pending.push(Pending {
+                        record: Record {
+                            id: audit,
+                            created: now_secs(),
+                            model_sha256: info.sha256.clone(),
+                            transcript,
+                            signature,
+                        },
+                        done,
+                        events: l.events.clone(),
+                    });
+                } else {
+                    push_transcript(transcripts, audit, transcript);
+                    let sent = l.events.send(done);
+                    l.gone |= sent.is_err();
+                }
             }
         }
+    }
+}
+
+/// `text` with its receipt and the receipt's signature, when `key` is set.
+fn signed(key: Option<&SigningKey>, text: String) -> (String, Option<String>) {
+    let Some(key) = key else {
+        return (text, None);
+    };
+    let Ok(t) = transcript::parse(&text) else {
+        return (text, None);
+    };
+    let receipt = crate::audit::receipt::sign(key, &t);
+    let sig = receipt["signature"].as_str().map(str::to_string);
+    match crate::audit::receipt::with_receipt(&text, receipt) {
+        Some(with) => (with, sig),
+        None => (text, None),
     }
 }
 
@@ -673,6 +747,7 @@ fn transcript_text(info: &ModelInfo, l: &Live, index: u32) -> String {
             prompt_ids: &l.prompt_ids,
             ids: &c.ids,
             digests: &c.digests,
+            constraint: l.constraint.as_ref().map(crate::constrain::Spec::record),
         },
     )
 }
