@@ -31,6 +31,7 @@ pub mod http;
 pub mod metrics;
 pub mod protocol;
 pub mod text;
+pub mod verify_page;
 pub mod worker;
 
 use crate::error::{CliError, CliResult};
@@ -83,6 +84,9 @@ pub struct ServeArgs {
     /// (exit 0 if they do, 1 if the time runs out).
     #[arg(long, default_value_t = 30)]
     pub drain_timeout: u64,
+    /// The browser verifier's module for `/verify` (written by scripts/build-web.sh).
+    #[arg(long, default_value = "web/wasm.js")]
+    pub verify_wasm: std::path::PathBuf,
 }
 
 /// Parses `256M`, `1G`, `65536K`, `1000000` (bytes).
@@ -150,6 +154,7 @@ pub fn app_state(
         body_timeout: Duration::from_secs(args.timeout),
         next_seed: AtomicU64::new(random_seed()),
         next_id: AtomicU64::new(1),
+        verify_wasm: verify_page::load(&args.verify_wasm),
     }
 }
 
