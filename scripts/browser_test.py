@@ -31,7 +31,7 @@ TIMEOUT = 300  # seconds for one verification (the build is not counted)
 def browser():
     opts = webdriver.ChromeOptions()
     opts.binary_location = "/usr/bin/chromium"
-    for a in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1100,1600",
+    for a in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1100,1150",
               "--allow-file-access-from-files"):
         opts.add_argument(a)
     return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
@@ -124,7 +124,7 @@ def main():
         # 5. a file:// copy of the page
         copy = os.path.join(out, "page")
         os.makedirs(copy, exist_ok=True)
-        for f in ("index.html", "verifier.js", "wasm.js"):
+        for f in ("index.html", "job.js", "verifier.js", "wasm.js"):
             shutil.copy(os.path.join("web", f), copy)
         v = verify(d, "file://" + os.path.abspath(os.path.join(copy, "index.html")), model, transcript=transcript)
         expect(v, "verified", "verified", t["final_digest"])

@@ -1,7 +1,7 @@
 //! `GET /verify`: the browser verifier page (`web/`, docs/BROWSER.md), so a
 //! user of this server checks an answer with nothing but a browser.
 //!
-//! The page's two source files are compiled in (`include_str!`); the
+//! The page's three source files are compiled in (`include_str!`); the
 //! WebAssembly module is a build product (`scripts/build-web.sh` writes
 //! `web/wasm.js`), read once at start from `--verify-wasm`, so a plain
 //! `cargo build` needs no wasm toolchain. Without the module the page is
@@ -19,6 +19,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 const INDEX_HTML: &str = include_str!("../../../web/index.html");
+const JOB_JS: &str = include_str!("../../../web/job.js");
 const VERIFIER_JS: &str = include_str!("../../../web/verifier.js");
 
 /// The module script at `path`, or `None` (with a line on stderr).
@@ -56,6 +57,7 @@ pub fn routes<S: Clone + Send + Sync + 'static>(wasm: Option<Arc<str>>) -> Route
             "/verify/",
             get(|| async { text("text/html; charset=utf-8", INDEX_HTML) }),
         )
+        .route("/verify/job.js", get(move || async move { text(js, JOB_JS) }))
         .route("/verify/verifier.js", get(move || async move { text(js, VERIFIER_JS) }))
         .route(
             "/verify/wasm.js",
@@ -95,8 +97,13 @@ mod tests {
         let (status, page) = get_path(app(), "/verify/").await;
         assert_eq!(status, StatusCode::OK);
         assert!(page.contains("<script src=\"verifier.js\">"));
-        let (status, js) = get_path(app(), "/verify/verifier.js").await;
-        assert_eq!((status, js.as_str()), (StatusCode::OK, VERIFIER_JS));
+        for (path, want) in [
+            ("/verify/job.js", JOB_JS),
+            ("/verify/verifier.js", VERIFIER_JS),
+        ] {
+            let (status, js) = get_path(app(), path).await;
+            assert_eq!((status, js.as_str()), (StatusCode::OK, want));
+        }
         let (status, w) = get_path(app(), "/verify/wasm.js").await;
         assert_eq!(status, StatusCode::OK);
         assert!(w.starts_with("self.DETLLM_WASM_BASE64"));

@@ -6,11 +6,15 @@
 //!   and bytes; the page parses the JSON);
 //! * [`verify`] — the re-execution: the model's SHA-256 first, then every
 //!   step's token and digest, the first divergence reported;
-//! * `wasm` (on wasm32 only) — the C-ABI exports the page calls.
+//! * `wasm` (on wasm32 only) — the C-ABI exports the page calls, the one
+//!   module with `unsafe` (raw pointers from the page; reviewed in its header
+//!   and in docs/UNSAFE.md).
 //!
 //! The library is used unchanged; this crate has std (the wasm32 target's
 //! allocator backs the arena, requested once with `try_reserve`, so a
 //! browser that cannot give the memory is a typed error, not an abort).
+
+#![deny(unsafe_code)]
 
 pub mod job;
 pub mod verify;
@@ -19,4 +23,6 @@ pub mod verify;
 mod wasm;
 
 pub use job::{Job, JobError, Step};
-pub use verify::{Divergence, Observer, Verdict, VerifyError, arena_bytes, sha256, verify};
+pub use verify::{
+    Divergence, Observer, Verdict, VerifyError, arena_bytes, sha256, verify, verify_hashed,
+};

@@ -12,8 +12,10 @@
 //! is single-threaded); the imports are called with pointers to live
 //! slices and their lengths, which the page copies out before returning.
 
+#![allow(unsafe_code)]
+
 use crate::job::Job;
-use crate::verify::{Observer, Verdict, verify};
+use crate::verify::{Observer, Verdict, sha256, verify_hashed};
 use std::alloc::{Layout, alloc, dealloc};
 
 #[link(wasm_import_module = "env")]
@@ -112,17 +114,19 @@ fn report(verdict: &Verdict) {
 }
 
 /// Verifies the job in `job_ptr[..job_len]` against the model in
-/// `model_ptr[..model_len]`; 0 when a verdict was reported, 1 when an
-/// error was (through the imports).
+/// `model_ptr[..model_len]`, whose SHA-256 the page computed into
+/// `sha_ptr[..32]` (null: computed here); 0 when a verdict was reported, 1
+/// when an error was (through the imports).
 ///
 /// # Safety
-/// Both ranges came from [`dv_alloc`] with these lengths and are filled.
+/// The ranges came from [`dv_alloc`] with these lengths and are filled.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn dv_verify(
     model_ptr: *const u8,
     model_len: usize,
     job_ptr: *const u8,
     job_len: usize,
+    sha_ptr: *const u8,
 ) -> u32 {
     // SAFETY: the caller's contract (module docs).
     let (model, job) = unsafe {
@@ -131,6 +135,14 @@ pub unsafe extern "C" fn dv_verify(
             core::slice::from_raw_parts(job_ptr, job_len),
         )
     };
+    let sha = if sha_ptr.is_null() {
+        sha256(model)
+    } else {
+        let mut sha = [0u8; 32];
+        // SAFETY: the caller's contract: 32 bytes from dv_alloc.
+        sha.copy_from_slice(unsafe { core::slice::from_raw_parts(sha_ptr, 32) });
+        sha
+    };
     let job = match Job::decode(job) {
         Ok(job) => job,
         Err(e) => {
@@ -138,7 +150,7 @@ pub unsafe extern "C" fn dv_verify(
             return 1;
         }
     };
-    match verify(model, &job, &mut Imports) {
+    match verify_hashed(model, sha, &job, &mut Imports) {
         Ok(verdict) => {
             report(&verdict);
             0
