@@ -4,7 +4,7 @@
 //!
 //! * [`job`] — the transcript's fields as the page passes them (numbers
 //!   and bytes; the page parses the JSON);
-//! * [`verify`] — the re-execution: the model's SHA-256 first, then every
+//! * [`mod@verify`] — the re-execution: the model's SHA-256 first, then every
 //!   step's token and digest, the first divergence reported;
 //! * `wasm` (on wasm32 only) — the C-ABI exports the page calls, the one
 //!   module with `unsafe` (raw pointers from the page; reviewed in its header
