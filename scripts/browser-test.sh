@@ -29,7 +29,7 @@ out="$(cd "$out" && pwd)"
 # A real transcript (24 sampled tokens; a seed above 2^53, which JSON.parse
 # cannot hold, so the page must read it from the text) and its native verdict.
 "$bin" generate --chat --prompt "Name three colours of the rainbow." --seed 12345678901234567 \
-    --max-tokens 24 --transcript "$out/smollm2.json" >/dev/null
+    --max-tokens 24 --transcript "$out/smollm2.json" >/dev/null 2>&1
 native="$("$bin" verify "$out/smollm2.json" --model "$model")"
 echo "native: $native"
 native_digest="${native##* }"

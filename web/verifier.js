@@ -159,7 +159,7 @@ function run(t, job, wasm, model) {
     const m = e.data;
     if (m.kind === "token") texts.set(m.id, new TextDecoder().decode(m.bytes));
     else if (m.kind === "progress") {
-      if (m.what === 0) { t0 = m.at; $("status").textContent = m.a ? "model SHA-256 matches; prefilling the prompt…" : ""; }
+      if (m.what === 0) { t0 = m.at; $("status").textContent = m.a ? "model SHA-256 matches; prefilling the prompt…" : "the model's SHA-256 is not the transcript's"; }
       else if (m.what === 1) { tPrefill = m.at; $("status").textContent = `prompt: ${m.a} tokens prefilled in ${((m.at - t0) / 1000).toFixed(2)} s`; }
       else {
         prog.value = m.a + 1;
