@@ -6,6 +6,7 @@
 # --transcript`, starts `detllm serve`, and runs scripts/browser_test.py:
 # verified / one token edited / another model / fetched from the server /
 # a file:// copy, a screenshot of each verdict in target/browser-test/.
+# First the module's SIMD128 kernel against the reference under Node's WASI.
 #
 # Usage: scripts/browser-test.sh   (honours CARGO_TARGET_DIR)
 set -euo pipefail
@@ -36,6 +37,12 @@ native_digest="${native##* }"
 # Native single-thread decode speed of the same run, for comparison.
 "$bin" generate --chat --prompt "Name three colours of the rainbow." --seed 12345678901234567 \
     --max-tokens 24 --threads 1 2>&1 >/dev/null | grep -o 'decode [0-9.]* tok/s' | sed 's/^/native single-thread: /' || true
+
+# The wasm32 SIMD128 Q4_1 kernel the module runs, equal to the reference
+# (tests/kernels/simd128.rs) for wasm32-wasip1 with +simd128 under Node.
+rustup target list --installed | grep -qx wasm32-wasip1 || rustup target add wasm32-wasip1
+RUSTFLAGS="-C target-feature=+simd128" CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/wasm-simd128" \
+    cargo test --release --features std --target wasm32-wasip1 --test kernels simd128::
 
 "$bin" serve --model "$model" --port 0 --max-seqs 1 --ctx 256 --verify-wasm web/wasm.js 2>"$out/serve.log" &
 server=$!

@@ -11,7 +11,9 @@ cd "$(dirname "$0")/.."
 rustup target list --installed | grep -qx wasm32-unknown-unknown ||
     rustup target add wasm32-unknown-unknown
 # No debug info and symbols stripped: the module is downloaded by the page.
-CARGO_PROFILE_RELEASE_DEBUG=0 CARGO_PROFILE_RELEASE_STRIP=true \
+# SIMD128 (every current browser has it): the Q4_1 kernel's wasm32 build.
+RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+simd128" \
+    CARGO_PROFILE_RELEASE_DEBUG=0 CARGO_PROFILE_RELEASE_STRIP=true \
     cargo build --release -p detllm-web --target wasm32-unknown-unknown
 wasm="${CARGO_TARGET_DIR:-target}/wasm32-unknown-unknown/release/detllm_web.wasm"
 {
