@@ -11,3 +11,4 @@ mod matmul;
 mod ops;
 mod quant_dequant;
 mod quant_exact;
+mod simd128;

@@ -64,6 +64,8 @@ pub struct AppState {
     pub next_id: AtomicU64,
     /// The receipts' Ed25519 public key, hex (`--signing-key`).
     pub public_key: Option<String>,
+    /// The browser verifier's module script for `/verify` (`serve::verify_page`).
+    pub verify_wasm: Option<Arc<str>>,
 }
 
 /// The state every handler and extractor gets.
@@ -98,6 +100,7 @@ pub fn router(state: Shared) -> Router {
     Router::new()
         .route("/health", get(health))
         .merge(api)
+        .merge(super::verify_page::routes(state.verify_wasm.clone()))
         .fallback(|| async { ApiError::not_found("no such route") })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         .with_state(state)

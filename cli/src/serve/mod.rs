@@ -35,6 +35,7 @@ pub mod metrics;
 pub mod protocol;
 pub mod structured;
 pub mod text;
+pub mod verify_page;
 pub mod worker;
 
 use crate::error::{CliError, CliResult};
@@ -106,6 +107,9 @@ pub struct ServeArgs {
     /// Sign every choice's receipt with this Ed25519 key (`detllm keygen FILE`).
     #[arg(long)]
     pub signing_key: Option<PathBuf>,
+    /// The browser verifier's module for `/verify` (written by scripts/build-web.sh).
+    #[arg(long, default_value = "web/wasm.js")]
+    pub verify_wasm: std::path::PathBuf,
 }
 
 /// Parses `256M`, `1G`, `65536K`, `1000000` (bytes).
@@ -201,6 +205,7 @@ pub fn app_state(
             let key = crate::audit::receipt::read_signing_key(p).ok()?;
             Some(crate::output::hex(key.verifying_key().as_bytes()))
         }),
+        verify_wasm: verify_page::load(&args.verify_wasm),
     }
 }
 

@@ -2,9 +2,10 @@
 //! [`KernelPath`] asked for and the CPU's [`Level`] (detected once,
 //! [`crate::simd::level`]), which driver runs with which kernels
 //! ([`Plan`]). The drivers and kernels below never choose a build, and only
-//! this module names the CPU builds under `x86/` (an `aarch64/` or `wasm/`
-//! leaf would be named here too; on a target without one, the stand-in
-//! module at the end has no build).
+//! this module names the CPU builds under `x86/` and `wasm32/` (the Q4_1
+//! split kernel's SIMD128 build, chosen at compile time on `Auto`; an
+//! `aarch64/` leaf would be named here too; on a target without x86, the
+//! stand-in module at the end has no x86 build).
 //!
 //! | weights | [`KernelPath::Reference`] | `Portable` | `Auto` | `Avx2` |
 //! |---|---|---|---|---|
@@ -65,11 +66,22 @@ pub(super) fn plan(ty: GgmlType, path: KernelPath, cpu: Level) -> Plan {
         Plan::KQuant(k)
     } else if let Some((rows, level)) = fused_rows(ty, path, cpu) {
         Plan::Fused(rows, level)
-    } else if let Some(f) = split_kernel(ty) {
+    } else if let Some(f) = simd128_split(ty, path).or(split_kernel(ty)) {
         Plan::Split(f)
     } else {
         Plan::Reference
     }
+}
+
+/// On wasm32 with `simd128` (chosen at compile time) and the `Auto`
+/// path, the SIMD128 split kernel for `ty`; elsewhere `None`.
+fn simd128_split(ty: GgmlType, path: KernelPath) -> Option<ChunkFn> {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    if path == KernelPath::Auto {
+        return super::wasm32::split_kernel(ty);
+    }
+    let _ = (ty, path);
+    None
 }
 
 /// The fused build of the blocked drivers for `ty` on `path`: the widest

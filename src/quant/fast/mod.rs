@@ -47,6 +47,8 @@ mod fused;
 mod group;
 pub mod kquant;
 mod kquant_tile;
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod wasm32;
 mod wide;
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
 mod x86;
