@@ -19,7 +19,10 @@
 # detllm's aggregate decode at batch 8 vs its batch-1 rate, and peak RSS vs
 # model file + KV cache. Both engines prefill the same number of tokens
 # (detllm's --prompt-tokens is set to llama.cpp's prompt length).
-# Environment: DETLLM_MODEL (the default model's path), LLAMACPP_REF (path of llamacpp_ref.py), GEN (tokens per bench, default 64).
+# Environment: DETLLM_MODEL (the default model's path), LLAMACPP_REF (path of llamacpp_ref.py), GEN (tokens per bench, default 64),
+# IK_LLAMA_BENCH: the llama-bench binary of an ik_llama.cpp build (llama.cpp's CPU-speed fork;
+# `cmake -B build -DGGML_NATIVE=ON && cmake --build build --target llama-bench` in its source tree),
+# which adds its columns to the table, run in the same rounds with run-time repacking (-rtr 1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo="$(pwd)"
@@ -67,6 +70,10 @@ for r in $(seq 1 "$rounds"); do
     "$venv/bin/python" -c 'import json,sys; [print(json.dumps(s)) for s in json.load(open(sys.argv[1]))["speed"]]' \
         "$tmp/ref.json" >>"$tmp/llama.jsonl"
     n_prompt="$("$venv/bin/python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["speed"][0]["prompt_tokens"])' "$tmp/ref.json")"
+    if [ -n "${IK_LLAMA_BENCH:-}" ]; then
+        echo "round $r/$rounds: ik_llama.cpp" >&2
+        "$IK_LLAMA_BENCH" -m "$model" -p "$n_prompt" -n "$gen" -t 1,2 -r 1 -rtr 1 -o json 2>/dev/null >"$tmp/ik-$r.json"
+    fi
     echo "round $r/$rounds: detllm" >&2
     for t in 1 2; do
         "$bin" bench --model "$model" --threads "$t" --prompt-tokens "$n_prompt" --gen-tokens "$gen" --json >>"$tmp/detllm.jsonl"
@@ -76,19 +83,27 @@ for r in $(seq 1 "$rounds"); do
     done
 done
 
-"$venv/bin/python" - "$tmp/llama.jsonl" "$tmp/detllm.jsonl" "$(nproc)" "$(uname -m)" <<'PY'
-import json, sys, datetime
+"$venv/bin/python" - "$tmp/llama.jsonl" "$tmp/detllm.jsonl" "$(nproc)" "$(uname -m)" "$tmp" <<'PY'
+import glob, json, os, sys, datetime
 llama = [json.loads(l) for l in open(sys.argv[1])]
 det = [json.loads(l) for l in open(sys.argv[2])]
+# ik_llama.cpp's llama-bench rows: a prompt test (n_gen 0) or a generation test.
+ik = []
+for path in glob.glob(os.path.join(sys.argv[5], "ik-*.json")):
+    for row in json.load(open(path)):
+        key = "prefill_tok_s" if int(row["n_gen"]) == 0 else "decode_tok_s"
+        ik.append({"threads": int(row["n_threads"]), key: float(row["avg_ts"])})
 def best(rows, key, **where):
     v = [r[key] for r in rows if all(r.get(k) == x for k, x in where.items())]
     return max(v) if v else float("nan")
 print(f"# {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {sys.argv[4]}, {sys.argv[3]} cores; best of {len(llama)//2} rounds")
-print(f"{'':24}{'llama.cpp t1':>14}{'llama.cpp t2':>14}{'detllm t1':>12}{'detllm t2':>12}")
+print(f"{'':24}{'llama.cpp t1':>14}{'llama.cpp t2':>14}{'detllm t1':>12}{'detllm t2':>12}"
+      + (f"{'ik_llama t1':>14}{'ik_llama t2':>14}" if ik else ""))
 for key, name in (("prefill_tok_s", "prefill tok/s"), ("decode_tok_s", "decode b1 tok/s")):
     l1, l2 = best(llama, key, threads=1), best(llama, key, threads=2)
     d1, d2 = best(det, key, threads=1, batch=1), best(det, key, threads=2, batch=1)
-    print(f"{name:24}{l1:>14.1f}{l2:>14.1f}{d1:>12.1f}{d2:>12.1f}")
+    ik_cols = f"{best(ik, key, threads=1):>14.1f}{best(ik, key, threads=2):>14.1f}" if ik else ""
+    print(f"{name:24}{l1:>14.1f}{l2:>14.1f}{d1:>12.1f}{d2:>12.1f}{ik_cols}")
 a1, a2 = best(det, "aggregate_tok_s", threads=1, batch=8), best(det, "aggregate_tok_s", threads=2, batch=8)
 print(f"{'aggregate b8 tok/s':24}{'':>14}{'':>14}{a1:>12.1f}{a2:>12.1f}")
 ratio = lambda k, src, b=None: max(best(src, k, threads=t, **({} if b is None else {"batch": b})) for t in (1, 2))
@@ -101,6 +116,9 @@ for t in (1, 2):
 print(f"prefill ({llama[0]['prompt_tokens']} tokens), best threads: detllm/llama.cpp = {pre:.2f}x   (target >= 1.0)")
 for t in (1, 2):
     print(f"  at threads {t}: {best(det, 'prefill_tok_s', threads=t, batch=1) / best(llama, 'prefill_tok_s', threads=t):.2f}x")
+if ik:
+    for k, what in (("decode_tok_s", "decode batch 1"), ("prefill_tok_s", "prefill")):
+        print(f"{what}, best threads: detllm/ik_llama.cpp = {ratio(k, det, 1) / ratio(k, ik):.2f}x")
 print(f"aggregate decode batch 8 / detllm batch 1 = {agg:.2f}x   (target >= 3.0)")
 for b in (1, 8):
     r = [x for x in det if x["batch"] == b][0]
