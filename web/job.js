@@ -42,6 +42,12 @@ function parseTranscript(text) {
   try { t = JSON.parse(text); } catch (e) { throw new Error(`transcript: not JSON: ${e.message}`); }
   if (!t || t.format !== 1) throw new Error("transcript: unknown or missing format version");
   if (t.profile !== PROFILE) throw new Error(`transcript: profile is ${t.profile}, this verifier checks ${PROFILE}`);
+  // A constrained run's tokens were drawn from masked rows: replayed without
+  // the masks it would diverge, so it is refused rather than misreported.
+  if (t.constraint) {
+    throw new Error(`transcript: sampled under a ${t.constraint.kind} constraint; this page does not ` +
+      "re-derive constraint masks: check it with `detllm verify`");
+  }
   const s = t.sampling || {};
   const steps = Array.isArray(t.steps) ? t.steps : null;
   if (!steps || steps.length === 0) throw new Error("transcript: steps missing");
