@@ -13,3 +13,4 @@ mod props;
 mod sample;
 mod sched_props;
 mod selftest;
+mod spec_props;
