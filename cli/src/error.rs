@@ -59,6 +59,14 @@ pub enum CliError {
     NoPrefillLogits,
     /// A transcript file is malformed or does not fit the model.
     Transcript(TranscriptError),
+    /// The draft model's vocabulary is not the target model's: `first_difference`
+    /// is the first token id whose bytes differ (`None`: the sizes differ).
+    DraftVocabMismatch {
+        draft: PathBuf,
+        draft_vocab: usize,
+        target_vocab: usize,
+        first_difference: Option<u32>,
+    },
 }
 
 impl fmt::Display for CliError {
@@ -75,6 +83,22 @@ impl fmt::Display for CliError {
             }
             CliError::File { path, error } => write!(f, "{}: {error}", path.display()),
             CliError::Io(e) => write!(f, "{e}"),
+            CliError::DraftVocabMismatch {
+                draft,
+                draft_vocab,
+                target_vocab,
+                first_difference,
+            } => {
+                write!(
+                    f,
+                    "{}: the draft model's vocabulary ({draft_vocab} tokens) is not the model's ({target_vocab} tokens)",
+                    draft.display()
+                )?;
+                match first_difference {
+                    Some(id) => write!(f, "; token {id} differs"),
+                    None => Ok(()),
+                }
+            }
             CliError::ThreadPool { threads, error } => {
                 write!(f, "cannot start {threads} worker threads: {error}")
             }
