@@ -59,6 +59,9 @@ pub enum CliError {
     NoPrefillLogits,
     /// A transcript file is malformed or does not fit the model.
     Transcript(TranscriptError),
+    /// `bench --speculate`: the speculative run's tokens or digest differ
+    /// from the plain run's (a bug: speculation must change no bit).
+    SpeculationDiverged,
     /// The draft model's vocabulary is not the target model's: `first_difference`
     /// is the first token id whose bytes differ (`None`: the sizes differ).
     DraftVocabMismatch {
@@ -83,6 +86,9 @@ impl fmt::Display for CliError {
             }
             CliError::File { path, error } => write!(f, "{}: {error}", path.display()),
             CliError::Io(e) => write!(f, "{e}"),
+            CliError::SpeculationDiverged => {
+                f.write_str("speculative decoding changed the output (a bug; please report it)")
+            }
             CliError::DraftVocabMismatch {
                 draft,
                 draft_vocab,

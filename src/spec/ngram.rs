@@ -21,8 +21,9 @@ pub struct NgramDraft {
 }
 
 impl NgramDraft {
-    /// Suffixes of 1 to 3 tokens, longest first.
-    pub const DEFAULT: NgramDraft = NgramDraft { min_n: 1, max_n: 3 };
+    /// Suffixes of 2 to 4 tokens, longest first (a one-token match is too
+    /// often a coincidence to pay for its verify row).
+    pub const DEFAULT: NgramDraft = NgramDraft { min_n: 2, max_n: 4 };
 
     /// Where the most recent earlier occurrence of the last `n` tokens of
     /// `history` ends (the index of the token after it), if any.
