@@ -102,14 +102,11 @@ fn prompt_text(args: &BenchArgs, model: &ModelFile) -> CliResult<String> {
     let file = detllm::gguf::File::parse(model.bytes()).map_err(detllm::Error::from)?;
     let template = Template::of_gguf(&file).unwrap_or(Template::SmolLm2);
     let content = "Repeat this list exactly: alpha, beta, gamma, delta, epsilon, zeta, eta, theta.";
-    Ok(render_chat(
-        template,
-        &[Message {
-            role: "user",
-            content,
-        }],
-        true,
-    )?)
+    let user = Message {
+        role: "user",
+        content,
+    };
+    render_chat(template, &[user], true)
 }
 
 fn report(args: &BenchArgs, prompt_tokens: usize, plain: &Measured, spec: &Measured) {
