@@ -36,8 +36,8 @@ pub struct SpecArgs {
     /// model's).
     #[arg(long)]
     pub draft_model: Option<PathBuf>,
-    /// Most draft tokens verified per step (the length adapts below it).
-    #[arg(long, default_value_t = 8)]
+    /// Most draft tokens verified per step, 0–32 (the length adapts below it).
+    #[arg(long, default_value_t = 8, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=32))]
     pub draft_max: usize,
 }
 
