@@ -117,6 +117,7 @@ pub mod sample;
 pub mod sched;
 pub mod selftest;
 pub mod simd;
+pub mod spec;
 #[cfg(test)]
 mod testutil;
 pub mod tokenizer;

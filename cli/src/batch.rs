@@ -56,7 +56,8 @@ pub struct PromptRun {
 }
 
 impl PromptRun {
-    fn new(seq: SeqId, prompt_ids: &[u32], params: &SamplingParams) -> PromptRun {
+    /// A run of `prompt_ids` on `seq` that has produced nothing yet.
+    pub fn new(seq: SeqId, prompt_ids: &[u32], params: &SamplingParams) -> PromptRun {
         PromptRun {
             seq,
             prompt_ids: prompt_ids.to_vec(),

@@ -64,6 +64,17 @@ pub enum CliError {
     /// The audit store or a signing key failed (the text says which file and why).
     #[cfg(feature = "audit")]
     Audit(String),
+    /// `bench --speculate`: the speculative run's tokens or digest differ
+    /// from the plain run's (a bug: speculation must change no bit).
+    SpeculationDiverged,
+    /// The draft model's vocabulary is not the target model's: `first_difference`
+    /// is the first token id whose bytes differ (`None`: the sizes differ).
+    DraftVocabMismatch {
+        draft: PathBuf,
+        draft_vocab: usize,
+        target_vocab: usize,
+        first_difference: Option<u32>,
+    },
 }
 
 impl fmt::Display for CliError {
@@ -80,6 +91,25 @@ impl fmt::Display for CliError {
             }
             CliError::File { path, error } => write!(f, "{}: {error}", path.display()),
             CliError::Io(e) => write!(f, "{e}"),
+            CliError::SpeculationDiverged => {
+                f.write_str("speculative decoding changed the output (a bug; please report it)")
+            }
+            CliError::DraftVocabMismatch {
+                draft,
+                draft_vocab,
+                target_vocab,
+                first_difference,
+            } => {
+                write!(
+                    f,
+                    "{}: the draft model's vocabulary ({draft_vocab} tokens) is not the model's ({target_vocab} tokens)",
+                    draft.display()
+                )?;
+                match first_difference {
+                    Some(id) => write!(f, "; token {id} differs"),
+                    None => Ok(()),
+                }
+            }
             CliError::ThreadPool { threads, error } => {
                 write!(f, "cannot start {threads} worker threads: {error}")
             }

@@ -35,6 +35,7 @@ mod prompt;
 #[cfg(feature = "serve")]
 mod serve;
 mod session;
+mod speculate;
 mod transcript;
 mod utf8_stream;
 mod vocab;

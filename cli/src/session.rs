@@ -97,17 +97,32 @@ impl<'a> Session<'a> {
         shape: Shape,
         threads: usize,
     ) -> CliResult<Session<'a>> {
-        let need = arena_bytes(model, shape)?;
+        Self::load_with_rows(model, arena_buf, shape, 0, threads)
+    }
+
+    /// [`Session::load`] with room for `extra_rows` more logits rows per
+    /// step (speculative decoding's verify rows).
+    pub fn load_with_rows(
+        model: &'a ModelFile,
+        arena_buf: &'a mut Vec<u8>,
+        shape: Shape,
+        extra_rows: usize,
+        threads: usize,
+    ) -> CliResult<Session<'a>> {
+        let mut limits = shape.limits();
+        limits.max_logit_rows += extra_rows;
+        let need = arena_bytes(model, shape, limits)?;
         *arena_buf = vec![0u8; need];
         // Fresh zeroed pages: carves stay unmapped until written.
         let mut arena = Arena::over_zeroed(arena_buf.as_mut_slice());
-        Self::build(model, &mut arena, shape, threads)
+        Self::build(model, &mut arena, shape, limits, threads)
     }
 
     fn build(
         model: &'a ModelFile,
         arena: &mut Arena<'a>,
         shape: Shape,
+        limits: Limits,
         threads: usize,
     ) -> CliResult<Session<'a>> {
         let bytes = model.bytes();
@@ -116,7 +131,7 @@ impl<'a> Session<'a> {
         let tokenizer = vocab::tokenizer(&file, arena)?;
         let encode_work = Workspace::new(arena, shape.max_prompt_bytes)?;
         let vocab_size = weights.cfg.vocab_size;
-        let engine = Engine::new(weights, shape.limits(), arena)?;
+        let engine = Engine::new(weights, limits, arena)?;
         let sampler = Sampler::new(arena, vocab_size)?;
         let pool = Pool::new(threads)?;
         Ok(Session {
@@ -168,8 +183,9 @@ fn parse_gguf(model: &ModelFile) -> CliResult<File<'_>> {
     })
 }
 
-/// Arena bytes of a session over `model` shaped by `shape`.
-fn arena_bytes(model: &ModelFile, shape: Shape) -> CliResult<usize> {
+/// Arena bytes of a session over `model` shaped by `shape`, its engine
+/// built for `limits`.
+fn arena_bytes(model: &ModelFile, shape: Shape, limits: Limits) -> CliResult<usize> {
     let file = parse_gguf(model)?;
     let cfg = Config::from_gguf(&file)?;
     let model_bytes = Model::bytes_required(&cfg).ok_or(CliError::SizeOverflow)?;
@@ -177,7 +193,7 @@ fn arena_bytes(model: &ModelFile, shape: Shape) -> CliResult<usize> {
         model_bytes,
         vocab::tokenizer_bytes(&file)?,
         Workspace::bytes_required(shape.max_prompt_bytes).ok_or(CliError::SizeOverflow)?,
-        engine_bytes(&file, model.bytes(), model_bytes, shape)?,
+        engine_bytes(&file, model.bytes(), model_bytes, limits)?,
         Sampler::bytes_required(cfg.vocab_size).ok_or(CliError::SizeOverflow)?,
     ];
     parts
@@ -192,13 +208,10 @@ fn engine_bytes(
     file: &File<'_>,
     bytes: &[u8],
     model_bytes: usize,
-    shape: Shape,
+    limits: Limits,
 ) -> CliResult<usize> {
     let mut scratch = vec![0u8; model_bytes];
     let mut arena = Arena::new(&mut scratch);
     let model = Model::from_gguf(file, bytes, &mut arena)?;
-    Ok(Engine::<PagedCache>::bytes_required(
-        &model,
-        &shape.limits(),
-    )?)
+    Ok(Engine::<PagedCache>::bytes_required(&model, &limits)?)
 }

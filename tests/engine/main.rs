@@ -14,3 +14,4 @@ mod props;
 mod sample;
 mod sched_props;
 mod selftest;
+mod spec_props;

@@ -37,6 +37,12 @@ pub struct BenchArgs {
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+    /// With --speculate: the prompt (default: a short chat prompt).
+    #[arg(long)]
+    pub prompt_file: Option<std::path::PathBuf>,
+    /// With --speculate: plain against speculative decode instead.
+    #[command(flatten)]
+    pub spec: crate::speculate::SpecArgs,
 }
 
 /// Best tokens/s over the repetitions.
@@ -56,6 +62,9 @@ struct Sizes {
 }
 
 pub fn run(args: BenchArgs) -> CliResult<ExitCode> {
+    if args.spec.speculate.is_some() {
+        return super::bench_spec::run(&args);
+    }
     let path = existing_model(args.model_args.model.as_deref())?;
     let model = ModelFile::open_for_run(&path)?;
     let batch = args.batch.max(1);

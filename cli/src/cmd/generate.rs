@@ -14,10 +14,13 @@ use crate::model_file::{ModelFile, existing_model};
 use crate::output::{hex, round1};
 use crate::prompt::{chat_prompt, template_of};
 use crate::session::{MAX_PROMPT_BYTES, Session, Shape};
+use crate::speculate::{self, SpecArgs};
 use crate::transcript;
 use crate::utf8_stream::Utf8Stream;
 use clap::Args;
 use detllm::sample::SamplingParams;
+use detllm::spec::DraftSource;
+use detllm::tokenizer::Tokenizer;
 use sha2::Digest;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -56,6 +59,8 @@ pub struct GenerateArgs {
     #[cfg(feature = "constrain")]
     #[arg(long)]
     pub grammar: Option<PathBuf>,
+    #[command(flatten)]
+    pub spec: SpecArgs,
 }
 
 /// Positions per sequence: prompt plus generated tokens.
@@ -68,6 +73,12 @@ struct Prompts {
     ids: Vec<Vec<u32>>,
 }
 
+/// Speculation under a token constraint is not built yet (the verify rows
+/// would each need the mask of the tokens before them).
+const SPECULATE_WITH_CONSTRAINT: CliError = CliError::Usage(
+    "--speculate cannot be combined with --json-schema or --grammar (not supported yet)",
+);
+
 pub fn run(args: GenerateArgs) -> CliResult<ExitCode> {
     let path = existing_model(args.model_args.model.as_deref())?;
     let model = ModelFile::open_for_run(&path)?;
@@ -78,8 +89,25 @@ pub fn run(args: GenerateArgs) -> CliResult<ExitCode> {
         max_step_tokens: 256,
         max_prompt_bytes: MAX_PROMPT_BYTES,
     };
+    args.spec.validate()?;
+    if args.spec.speculate.is_some() && constraint_spec(&args)?.is_some() {
+        return Err(SPECULATE_WITH_CONSTRAINT);
+    }
+    let draft_file = args.spec.open_draft()?;
+    let threads = args.model_args.threads;
     let mut arena_buf = Vec::new();
-    let mut session = Session::load(&model, &mut arena_buf, shape, args.model_args.threads)?;
+    let extra = args.spec.extra_rows();
+    let mut session = Session::load_with_rows(&model, &mut arena_buf, shape, extra, threads)?;
+    let mut draft_buf = Vec::new();
+    let draft = draft_file.as_ref();
+    let mut draft = speculate::source(
+        &args.spec,
+        draft,
+        &mut draft_buf,
+        &session,
+        MAX_SEQ_LEN,
+        threads,
+    )?;
     let prompts = encode_prompts(&mut session, texts, &args)?;
     // Chat prompts sample as llama.cpp does by default (greedy decoding
     // loops on small chat models); raw continuations stay greedy.
@@ -92,15 +120,22 @@ pub fn run(args: GenerateArgs) -> CliResult<ExitCode> {
     sampling.report_seed();
     let params = sampling.params;
     let stream = !args.json && prompts.ids.len() == 1;
-    let spec = constraint_spec(&args)?;
-    let runs = generate(
-        &mut session,
-        &prompts.ids,
-        &params,
-        args.max_tokens,
-        spec.as_ref(),
-        stream,
-    )?;
+    let constraint = constraint_spec(&args)?;
+    let runs = match (draft.as_deref_mut(), constraint.as_ref()) {
+        (None, constraint) => generate(
+            &mut session,
+            &prompts.ids,
+            &params,
+            args.max_tokens,
+            constraint,
+            stream,
+        )?,
+        (Some(draft), None) => {
+            let ask = (&params, args.max_tokens, args.spec.draft_max);
+            generate_speculative(&mut session, draft, &prompts.ids, ask, stream)?
+        }
+        (Some(_), Some(_)) => return Err(SPECULATE_WITH_CONSTRAINT),
+    };
     for (i, (run, text)) in runs.iter().zip(&prompts.texts).enumerate() {
         report(&session, i, run, &args, stream);
         if let Some(transcript_path) = &args.transcript {
@@ -108,7 +143,7 @@ pub fn run(args: GenerateArgs) -> CliResult<ExitCode> {
                 model: &model,
                 prompt_text: text,
                 params: &params,
-                constraint: spec.as_ref(),
+                constraint: constraint.as_ref(),
             };
             write_transcript(transcript_path, &session, run, &t, &args)?;
         }
@@ -240,6 +275,45 @@ fn generate(
     };
     if stream {
         println!("{}", text.finish());
+    }
+    Ok(runs)
+}
+
+/// Runs the prompts one after another with speculation (the output is
+/// the batched plain run's); with `stream`, prints the (single) prompt's
+/// text as it is produced. What speculation did goes to stderr.
+fn generate_speculative(
+    session: &mut Session<'_>,
+    draft: &mut dyn DraftSource,
+    prompts: &[Vec<u32>],
+    (params, max_tokens, draft_max): (&SamplingParams, usize, usize),
+    stream: bool,
+) -> CliResult<Vec<PromptRun>> {
+    let mut runs = Vec::with_capacity(prompts.len());
+    for prompt in prompts {
+        let mut out = std::io::stdout();
+        let mut text = Utf8Stream::default();
+        let mut on_token = |tokenizer: &Tokenizer<'_>, id: u32| {
+            if stream && !tokenizer.is_eog(id) {
+                let piece = tokenizer.piece(id, false).unwrap_or_default();
+                let _ = write!(out, "{}", text.push(piece));
+                let _ = out.flush();
+            }
+        };
+        let (run, stats) = speculate::run_prompt(
+            session,
+            draft,
+            prompt,
+            params,
+            max_tokens,
+            draft_max,
+            &mut on_token,
+        )?;
+        if stream {
+            println!("{}", text.finish());
+        }
+        eprintln!("{}", speculate::describe(&stats));
+        runs.push(run);
     }
     Ok(runs)
 }

@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 pub mod bench;
+pub mod bench_spec;
 pub mod chat;
 pub mod generate;
 pub mod inspect;
