@@ -44,7 +44,11 @@ rustup target list --installed | grep -qx wasm32-wasip1 || rustup target add was
 RUSTFLAGS="-C target-feature=+simd128" CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/wasm-simd128" \
     cargo test --release --features std --target wasm32-wasip1 --test kernels simd128::
 
-"$bin" serve --model "$model" --port 0 --max-seqs 1 --ctx 256 --verify-wasm web/wasm.js 2>"$out/serve.log" &
+# The server signs its receipts (docs/AUDIT.md); the page checks them with the public key.
+rm -f "$out/server.key" "$out/server.key.pub"
+"$bin" keygen "$out/server.key" >/dev/null
+"$bin" serve --model "$model" --port 0 --max-seqs 1 --ctx 256 --verify-wasm web/wasm.js \
+    --signing-key "$out/server.key" --audit-db none 2>"$out/serve.log" &
 server=$!
 trap 'kill $server 2>/dev/null || true' EXIT
 for _ in $(seq 1 100); do
@@ -54,4 +58,4 @@ for _ in $(seq 1 100); do
 done
 [ -n "$url" ] || { cat "$out/serve.log"; echo "detllm serve did not start" >&2; exit 1; }
 "$venv/bin/python" scripts/browser_test.py "$url" "$model" "$out/smollm2.json" \
-    tests/data/synth-transcript.json "$native_digest" "$out"
+    tests/data/synth-transcript.json "$native_digest" "$out" "$(tr -d '[:space:]' <"$out/server.key.pub")"

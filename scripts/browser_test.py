@@ -8,10 +8,13 @@ Scenarios, each ending in a screenshot of the verdict and a check of its text:
   edited      the same transcript with one token edited: that step, the recorded
               (edited) and the recomputed (original) token are shown;
   other-model a transcript of another model is refused by the SHA-256 check;
-  server      an answer of `detllm serve` fetched by its transcript id verifies;
+  server      an answer of `detllm serve` fetched by its transcript id verifies,
+              and its Ed25519 receipt checks against the server's public key;
+  receipt     the same answer against another key: WRONG KEY; with one
+              signature byte changed: BAD SIGNATURE;
   file        a file:// copy of the page verifies the same transcript.
 
-Usage: browser_test.py SERVER_URL MODEL TRANSCRIPT OTHER_TRANSCRIPT NATIVE_DIGEST OUT_DIR
+Usage: browser_test.py SERVER_URL MODEL TRANSCRIPT OTHER_TRANSCRIPT NATIVE_DIGEST OUT_DIR PUBLIC_KEY
 """
 
 import json
@@ -37,10 +40,12 @@ def browser():
     return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=opts)
 
 
-def verify(d, url, model, transcript=None, transcript_id=None):
-    """Opens the page, gives it the files, runs it; the verdict element."""
+def verify(d, url, model, transcript=None, transcript_id=None, key=None):
+    """Opens the page, gives it the files (and the signer's public key), runs it; the verdict element."""
     d.get(url)
     d.find_element(By.ID, "model").send_keys(model)
+    if key:
+        d.find_element(By.ID, "public-key").send_keys(key)
     if transcript:
         d.find_element(By.ID, "transcript-file").send_keys(transcript)
         WebDriverWait(d, 30).until(lambda d: d.find_element(By.ID, "transcript").get_attribute("value"))
@@ -73,7 +78,7 @@ def expect(verdict, cls, *texts):
 
 
 def main():
-    server, native_digest = sys.argv[1], sys.argv[5]
+    server, native_digest, public_key = sys.argv[1], sys.argv[5], sys.argv[7]
     model, transcript, other, out = (os.path.abspath(p) for p in (sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[6]))
     t = json.load(open(transcript))
     steps = t["steps"]
@@ -116,10 +121,24 @@ def main():
         answer = json.load(r)
         choice = answer["choices"][0]["detllm"]
         tid = choice["transcript_id"]
-        v = verify(d, page, model, transcript_id=tid)
-        expect(v, "verified", "verified", choice["audit_digest"])
-        print(f"server: answer {answer['id']} fetched by transcript id and verified")
+        v = verify(d, page, model, transcript_id=tid, key=public_key)
+        expect(v, "verified", "verified", choice["audit_digest"], "signature valid", public_key)
+        print(f"server: answer {answer['id']} fetched by transcript id and verified, receipt signed by {public_key}")
         print("screenshot", shot(d, v, out, "server"))
+
+        # 4b. the receipt against another key, and with its signature edited
+        signed = json.load(urllib.request.urlopen(server.rstrip("/") + f"/v1/transcripts/{tid}", timeout=60))
+        path = os.path.join(out, "signed.json")
+        json.dump(signed, open(path, "w"), indent=2)
+        v = verify(d, page, model, transcript=path, key="00" * 32)
+        expect(v, "verified", "WRONG KEY")
+        sig = signed["receipt"]["signature"]
+        signed["receipt"]["signature"] = ("0" if sig[0] != "0" else "1") + sig[1:]
+        json.dump(signed, open(path, "w"), indent=2)
+        v = verify(d, page, model, transcript=path, key=public_key)
+        expect(v, "verified", "BAD SIGNATURE")
+        print("receipt: another key -> WRONG KEY; an edited signature -> BAD SIGNATURE")
+        print("screenshot", shot(d, v, out, "bad-signature"))
 
         # 5. a file:// copy of the page
         copy = os.path.join(out, "page")

@@ -77,3 +77,66 @@ function parseTranscript(text) {
   });
   return { t, job: job.buffer };
 }
+
+// ---- Signed receipts (docs/AUDIT.md): the same message and request digest as
+// cli/src/audit/receipt.rs, checked with the browser's own Ed25519 (WebCrypto).
+
+/** Bytes to lowercase hex digits. */
+function hexOf(bytes) {
+  return Array.from(bytes, (x) => x.toString(16).padStart(2, "0")).join("");
+}
+
+/** Hex digits to bytes, or null. */
+function unhex(s) {
+  if (typeof s !== "string" || s.length % 2 !== 0 || !/^[0-9a-fA-F]*$/.test(s)) return null;
+  const out = new Uint8Array(s.length / 2);
+  for (let i = 0; i < out.length; i++) out[i] = parseInt(s.substr(2 * i, 2), 16);
+  return out;
+}
+
+/** The request's canonical digest (hex): prompt ids, sampling bits, seed, max_tokens, constraint hash. */
+async function requestDigest(t, text) {
+  const s = t.sampling || {};
+  const n = t.prompt_ids.length;
+  const tail = t.constraint ? new TextEncoder().encode("constraint\0" + String(t.constraint.sha256).toLowerCase()) : new Uint8Array(0);
+  const head = new TextEncoder().encode("detllm-request-v1\0");
+  const buf = new Uint8Array(head.length + 8 + 4 * n + 20 + 24 + tail.length);
+  const dv = new DataView(buf.buffer);
+  buf.set(head, 0);
+  let at = head.length;
+  dv.setBigUint64(at, BigInt(n), true); at += 8;
+  for (const id of t.prompt_ids) { dv.setUint32(at, u32(id, "prompt_ids"), true); at += 4; }
+  for (const name of ["temperature", "top_p", "min_p", "repeat_penalty"]) { dv.setUint32(at, bits(s, name), true); at += 4; }
+  dv.setUint32(at, u32(s.top_k, "sampling.top_k"), true); at += 4;
+  dv.setBigUint64(at, BigInt(u32(s.penalty_last_n, "sampling.penalty_last_n")), true); at += 8;
+  dv.setBigUint64(at, seedOf(text, t), true); at += 8;
+  dv.setBigUint64(at, BigInt(u32(t.max_tokens, "max_tokens")), true); at += 8;
+  buf.set(tail, at);
+  return hexOf(new Uint8Array(await crypto.subtle.digest("SHA-256", buf)));
+}
+
+/**
+ * Checks the transcript's receipt. `pinned`: the public key (hex) the user gave,
+ * or "" to check against the key the receipt names (then only self-consistent).
+ * Resolves to { state, key }: state is "unsigned", "verified", "wrong-key",
+ * "edited-request", "edited-digest", "malformed" or "unsupported" (no Ed25519 here).
+ */
+async function checkReceipt(t, text, pinned) {
+  const r = t.receipt;
+  if (!r) return { state: "unsigned" };
+  const key = String(r.public_key || "").toLowerCase();
+  const sig = unhex(r.signature), keyBytes = unhex(key);
+  if (!sig || sig.length !== 64 || !keyBytes || keyBytes.length !== 32) return { state: "malformed", key };
+  if (pinned && pinned.toLowerCase() !== key) return { state: "wrong-key", key };
+  const request = await requestDigest(t, text);
+  const message = `detllm-receipt-v1\n${PROFILE}\n${String(t.model.sha256).toLowerCase()}\n${request}\n${String(t.final_digest).toLowerCase()}\n`;
+  let ok;
+  try {
+    const k = await crypto.subtle.importKey("raw", keyBytes, { name: "Ed25519" }, false, ["verify"]);
+    ok = await crypto.subtle.verify({ name: "Ed25519" }, k, sig, new TextEncoder().encode(message));
+  } catch (e) {
+    return { state: "unsupported", key };
+  }
+  if (ok) return { state: "verified", key };
+  return { state: String(r.request_digest).toLowerCase() !== request ? "edited-request" : "edited-digest", key };
+}

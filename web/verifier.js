@@ -116,11 +116,21 @@ function showError(msg) {
 }
 
 /** The signer line: a hook for signed transcripts (receipts); shown, not yet checked. */
-function signerLine(t) {
-  const sig = t.signature || (t.receipt && t.receipt.signature);
-  const key = $("public-key").value.trim() || (t.receipt && t.receipt.public_key) || t.public_key;
-  if (!sig && !key) return "signer: none (the transcript is not signed)";
-  return `signer: ${key ? esc(String(key)) : "unknown key"}; signature present, not checked by this page version`;
+async function signerLine(t, text) {
+  const pinned = $("public-key").value.trim();
+  const r = await checkReceipt(t, text, pinned);
+  const key = `<span class="mono">${esc(String(r.key || ""))}</span>`;
+  switch (r.state) {
+    case "unsigned": return "signer: none (the transcript is not signed)";
+    case "verified": return pinned
+      ? `<span id="signer" data-state="verified">signed by ${key} (the key you gave): signature valid</span>`
+      : `<span id="signer" data-state="self">signature valid for the key the receipt names, ${key}; paste the server's key above to pin it</span>`;
+    case "wrong-key": return `<span id="signer" data-state="wrong-key" class="bad">WRONG KEY: signed by ${key}, not by the key you gave</span>`;
+    case "edited-request": return `<span id="signer" data-state="edited-request" class="bad">BAD SIGNATURE: the request fields (prompt ids, sampling, seed, max_tokens, constraint) differ from what was signed</span>`;
+    case "edited-digest": return `<span id="signer" data-state="edited-digest" class="bad">BAD SIGNATURE: the model SHA-256, profile or final digest differ from what was signed</span>`;
+    case "unsupported": return `<span id="signer" data-state="unsupported">signer ${key}: this browser has no Ed25519 (WebCrypto); signature not checked</span>`;
+    default: return `<span id="signer" data-state="malformed" class="bad">receipt malformed</span>`;
+  }
 }
 
 $("verify").addEventListener("click", async () => {
@@ -140,11 +150,11 @@ $("verify").addEventListener("click", async () => {
     $("verify").disabled = false;
     return showError(`could not read the model file: ${e.message}`);
   }
-  run(t, job, wasm, model);
+  run(t, $("transcript").value, job, wasm, model);
 });
 
 /** Runs one verification in a fresh worker (its memory is released with it). */
-function run(t, job, wasm, model) {
+function run(t, text, job, wasm, model) {
   const src = `(${workerMain.toString()})()`;
   const url = URL.createObjectURL(new Blob([src], { type: "text/javascript" }));
   const worker = new Worker(url);
@@ -168,7 +178,7 @@ function run(t, job, wasm, model) {
         $("status").textContent = `step ${m.a + 1} / ${n} · ${rate.toFixed(1)} tokens/s`;
         $("status").dataset.tokensPerSecond = rate.toFixed(2);
       }
-    } else if (m.kind === "verdict") verdict(t, m, texts);
+    } else if (m.kind === "verdict") verdict(t, text, m, texts);
     else if (m.kind === "error") showError(m.message);
     else if (m.kind === "done") {
       worker.terminate();
@@ -193,12 +203,13 @@ function context(t, texts, k, recorded, recomputed) {
     `<span class="rec" title="recorded">${join([recorded])}</span><span class="got" title="recomputed">${join([recomputed])}</span></div>`;
 }
 
-function verdict(t, m, texts) {
+async function verdict(t, text, m, texts) {
   const rec = hex(m.digests.slice(0, 32)), got = hex(m.digests.slice(32));
   const rate = $("status").dataset.tokensPerSecond;
   if (m.verdict === 0) {
+    const signer = await signerLine(t, text);
     showVerdict("verified", `<h2>✔ verified</h2><p>All ${m.step} steps reproduced bit for bit.</p>` +
-      `<p>digest <span class="mono" id="digest">${rec}</span><br>profile ${esc(PROFILE)}<br>${signerLine(t)}</p>` +
+      `<p>digest <span class="mono" id="digest">${rec}</span><br>profile ${esc(PROFILE)}<br>${signer}</p>` +
       `<p class="small">${rate} tokens/s re-executed in this browser</p>`);
   } else if (m.verdict === 1) {
     showVerdict("wrong-model", `<h2>✘ wrong model</h2><p>This file's SHA-256 is <span class="mono">${rec}</span>; ` +
