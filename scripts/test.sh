@@ -56,6 +56,9 @@ cargo test --release --workspace --features "$features" "$@"
 # and cli/tests/cli.rs holds the plain CLI to its peak-memory target.
 if [ $# -eq 0 ]; then
     cargo test --release -p detllm-cli --features serve --test serve
+    # The binary's own tests with the server in: the in-process router tests (serve::http),
+    # the audit store and receipts, the structured-output checks.
+    cargo test --release -p detllm-cli --features serve --bin detllm
     # Structured output (llguidance, feature `constrain`, which `serve` includes).
     cargo test --release -p detllm-cli --features serve --test constrain
     # The audit store under SIGKILL (synthetic model, ~15 s; docs/AUDIT.md).

@@ -134,7 +134,8 @@ impl std::fmt::Display for CompileError {
 /// The compiler for one model, and the matchers of the completions it
 /// constrains (a [`Constraint`] for the library).
 pub struct Grammars {
-    factory: ParserFactory,
+    /// The compiler, or why this model has none ([`Grammars::unavailable`]).
+    factory: Result<ParserFactory, CompileError>,
     /// Each completion's grammar (compiled, not yet advanced).
     initial: HashMap<(u64, u32), Matcher>,
     /// Each completion's matcher and the tokens it consumed.
@@ -168,12 +169,26 @@ impl Grammars {
         factory.quiet();
         *factory.limits_mut() = limits();
         Ok(Grammars {
-            factory,
+            factory: Ok(factory),
             initial: HashMap::new(),
             live: HashMap::new(),
             errors: HashMap::new(),
             fill_ns: Vec::new(),
         })
+    }
+
+    /// A stand-in for a model whose compiler could not be built (`why`, e.g.
+    /// no end-of-generation token to end a grammar): it constrains nothing,
+    /// and [`Grammars::compile`] refuses every grammar with `why`, so a
+    /// server on such a model still serves plain requests.
+    pub fn unavailable(why: CompileError) -> Grammars {
+        Grammars {
+            factory: Err(why),
+            initial: HashMap::new(),
+            live: HashMap::new(),
+            errors: HashMap::new(),
+            fill_ns: Vec::new(),
+        }
     }
 
     /// Compiles `spec` into a matcher (refused: over
@@ -196,6 +211,8 @@ impl Grammars {
         };
         let parser = self
             .factory
+            .as_ref()
+            .map_err(Clone::clone)?
             .create_parser(grammar)
             .map_err(|e| CompileError(e.to_string()))?;
         let m = Matcher::new(Ok(parser));

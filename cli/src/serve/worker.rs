@@ -223,9 +223,11 @@ impl Runner {
         let engine = Engine::<PagedCache>::new(weights, lim, &mut arena)?;
         let sched = Scheduler::new(engine, scfg, &mut arena)?;
         let info = ModelInfo::of(&path, sha256.clone(), &file, sched.engine().config());
-        let grammars =
-            crate::constrain::Grammars::new(&tokenizer, sched.engine().config().vocab_size)
-                .map_err(|e| CliError::Constraint(e.0))?;
+        // A model the compiler cannot serve (no end-of-generation token)
+        // still answers plain requests; constrained ones get the reason.
+        let vocab_size = sched.engine().config().vocab_size;
+        let grammars = crate::constrain::Grammars::new(&tokenizer, vocab_size)
+            .unwrap_or_else(crate::constrain::Grammars::unavailable);
         let model_name = path
             .file_name()
             .map(|f| f.to_string_lossy().trim_end_matches(".gguf").to_string())
