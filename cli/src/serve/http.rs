@@ -259,11 +259,53 @@ struct Submitted {
     accepted: Accepted,
     events: mpsc::UnboundedReceiver<Event>,
     n: usize,
+    /// `resume_token_ids`: choice 0's first ids, which the client holds.
+    resumed: Vec<u32>,
+    /// The first event, read early to check a resume before answering.
+    first: Option<Event>,
+}
+
+impl Submitted {
+    /// The next event (`None`: the worker dropped the request).
+    async fn next(&mut self) -> Option<Event> {
+        match self.first.take() {
+            Some(ev) => Some(ev),
+            None => self.events.recv().await,
+        }
+    }
+
+    /// For a resume, waits for the worker's verdict on `resume_token_ids`
+    /// (it checks each against the run and sends nothing for them) so that
+    /// a refuted resume is answered with its 409 before any byte of a 200.
+    async fn check_resume(&mut self) -> Result<(), ApiError> {
+        if self.resumed.is_empty() {
+            return Ok(());
+        }
+        match self.events.recv().await {
+            Some(Event::Failed(e)) => Err(e),
+            Some(ev) => {
+                self.first = Some(ev);
+                Ok(())
+            }
+            None => Err(ApiError::internal("the engine dropped the request")),
+        }
+    }
+
+    /// The choices being assembled; a resumed choice starts with the ids
+    /// the client holds, so its provenance and `usage` are the full run's.
+    fn assemblies(&self) -> Vec<Assembly> {
+        let mut v: Vec<Assembly> = (0..self.n).map(|_| Assembly::default()).collect();
+        if let Some(c) = v.first_mut() {
+            c.ids = self.resumed.clone();
+        }
+        v
+    }
 }
 
 async fn submit(st: &AppState, g: GenRequest) -> Result<Submitted, ApiError> {
     let (etx, erx) = mpsc::unbounded_channel();
     let n = g.n;
+    let resumed = g.resume.clone();
     let accepted = ask(st, |reply| Command::Submit {
         req: g,
         events: etx,
@@ -274,6 +316,8 @@ async fn submit(st: &AppState, g: GenRequest) -> Result<Submitted, ApiError> {
         accepted,
         events: erx,
         n,
+        resumed,
+        first: None,
     })
 }
 
@@ -288,8 +332,9 @@ async fn run(st: Shared, kind: Kind, gens: Vec<GenRequest>) -> Result<Response, 
     };
     let mut subs = Vec::new();
     for g in gens {
-        let s = submit(&st, g).await?;
+        let mut s = submit(&st, g).await?;
         guard.ids.push(s.accepted.id);
+        s.check_resume().await?;
         subs.push(s);
     }
     let id = format!(
@@ -497,11 +542,10 @@ async fn collect_response(
     let mut all: Vec<Vec<Assembly>> = Vec::new();
     let mut usage = Usage::default();
     for sub in &mut subs {
-        let mut choices: Vec<Assembly> = (0..sub.n).map(|_| Assembly::default()).collect();
+        let mut choices = sub.assemblies();
         while choices.iter().any(|c| c.ending.is_none()) {
             let ev = sub
-                .events
-                .recv()
+                .next()
                 .await
                 .ok_or_else(|| ApiError::internal("the engine dropped the request"))?;
             let c = event_choice(&ev).and_then(|i| choices.get_mut(i));
@@ -583,11 +627,16 @@ fn stream_response(
         let mut ok = true;
         for mut sub in subs {
             let mut open = sub.n;
+            // A resumed choice's first chunk (and its role) went out before the cut.
             let mut started = vec![false; sub.n];
-            let mut choices: Vec<Assembly> = (0..sub.n).map(|_| Assembly::default()).collect();
+            if let Some(s) = started.first_mut() {
+                *s = !sub.resumed.is_empty();
+            }
+            let mut choices = sub.assemblies();
             usage.prompt_tokens += sub.accepted.prompt_ids.len();
+            usage.completion_tokens += sub.resumed.len();
             while open > 0 {
-                let Some(ev) = sub.events.recv().await else {
+                let Some(ev) = sub.next().await else {
                     ok = false;
                     break;
                 };
