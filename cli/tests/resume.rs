@@ -14,6 +14,7 @@
 //!   j; the resume is recorded nowhere and the server keeps serving;
 //! * a cut inside a multi-byte character (the client holds its first
 //!   bytes' tokens but no text of it) resumes with the whole character;
+//! * ids past the end of the run (it stopped) are a 409 naming where it ended;
 //! * `n > 1`, several prompts, or more ids than `max_tokens` are 400s.
 
 mod support;
@@ -367,4 +368,27 @@ fn resume_with_several_choices_or_too_many_ids_is_400() {
     // The server keeps serving.
     let (code, _) = b.post(path, &body);
     assert_eq!(code, 200);
+}
+
+#[test]
+fn ids_past_the_end_of_the_run_are_409_at_its_end() {
+    let Some((a, b)) = replicas("end") else {
+        return;
+    };
+    // A greedy run that ends (a stop string or end of turn) before max_tokens.
+    let (path, body, run) = (0..PROMPTS.len())
+        .flat_map(|p| [true, false].map(|chat| request(p, chat, false, 1, true)))
+        .map(|(path, body)| {
+            let run = uninterrupted(&a, path, &body);
+            (path, body, run)
+        })
+        .find(|(_, _, run)| run.ids.len() < 24)
+        .expect("some prompt ends before max_tokens");
+    let mut ids = run.ids.clone();
+    ids.push(run.ids[0]);
+    let (code, text) = b.post(path, &with_resume(&body, &ids, true));
+    assert_eq!(code, 409, "{text}");
+    let position = format!("(position {})", run.ids.len());
+    assert!(text.contains(&position), "{text}");
+    check_resume(&a, &b, path, &body, &run, run.ids.len());
 }
