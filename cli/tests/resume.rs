@@ -174,13 +174,20 @@ fn uninterrupted(a: &Server, path: &str, body: &Value) -> Run {
     let last = chunks
         .iter()
         .rev()
-        .find(|c| c["choices"][0]["detllm"].is_object());
-    let ids = last.expect("a final chunk")["choices"][0]["detllm"]["token_ids"]
+        .find(|c| c["choices"][0]["detllm"]["token_ids"].is_array());
+    let ids: Vec<u32> = last.expect("a final chunk")["choices"][0]["detllm"]["token_ids"]
         .as_array()
         .expect("token_ids")
         .iter()
         .map(|v| v.as_u64().expect("id") as u32)
         .collect();
+    // What the client resumes with: each token chunk's id.
+    let streamed: Vec<u32> = chunks
+        .iter()
+        .filter_map(|c| c["choices"][0]["detllm"]["token_id"].as_u64())
+        .map(|id| id as u32)
+        .collect();
+    assert_eq!(streamed, ids, "the chunks' token ids are the run's");
     Run { chunks, ids }
 }
 

@@ -600,6 +600,21 @@ pub struct Provenance {
     pub signature: Option<String>,
 }
 
+/// A choice's `detllm` object: the provenance, or in a streamed token's
+/// chunk that token's id (what a client whose stream is cut resumes with,
+/// `resume_token_ids`).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum Detllm {
+    /// The whole choice's provenance.
+    Provenance(Provenance),
+    /// One streamed token.
+    Token {
+        /// Its id.
+        token_id: u32,
+    },
+}
+
 /// A chat message in a response, or a streamed chunk's `delta`.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct Message {
@@ -616,9 +631,10 @@ pub struct Message {
 pub struct Choice {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delta: Option<Message>,
-    /// In a response always; in a stream in the choice's last chunk.
+    /// In a response always; in a stream the choice's last chunk has the
+    /// provenance and each token's chunk its token id.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub detllm: Option<Provenance>,
+    pub detllm: Option<Detllm>,
     /// `"stop"`, `"length"`, or `null` while the choice runs.
     pub finish_reason: Option<&'static str>,
     pub index: usize,

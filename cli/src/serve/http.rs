@@ -16,9 +16,9 @@
 #![forbid(unsafe_code)]
 
 use super::api::{
-    Choice, Completion, DetokenizeRequest, Detokenized, GenRequest, Health, Logprobs, Message,
-    ModelList, ModelObject, Provenance, RequestBody, TokenLogprob, TokenizeRequest, Tokens,
-    TopLogprob, Usage,
+    Choice, Completion, Detllm, DetokenizeRequest, Detokenized, GenRequest, Health, Logprobs,
+    Message, ModelList, ModelObject, Provenance, RequestBody, TokenLogprob, TokenizeRequest,
+    Tokens, TopLogprob, Usage,
 };
 use super::error::ApiError;
 use super::extract::{ApiJson, BodyLimits, PathId};
@@ -511,7 +511,7 @@ fn whole_choice(head: &Head, index: usize, sub: &Submitted, c: &Assembly) -> Cho
     let text = c.text.clone();
     Choice {
         delta: None,
-        detllm: Some(provenance(sub, c)),
+        detllm: Some(Detllm::Provenance(provenance(sub, c))),
         finish_reason: c.ending.as_ref().map(|e| e.finish.as_str()),
         index,
         logprobs: head.logprobs.map(|_| Logprobs::of(chat, &c.logprobs)),
@@ -583,8 +583,9 @@ fn chunk_choice(
     first: bool,
     prov: Option<Provenance>,
 ) -> Option<Choice> {
-    let (text, lp, finish) = match ev {
+    let (text, lp, finish, detllm) = match ev {
         Event::Token {
+            id,
             bytes,
             text,
             logprob,
@@ -593,8 +594,14 @@ fn chunk_choice(
             text.clone(),
             logprob.as_ref().map(|(l, a)| token_logprob(bytes, *l, a)),
             None,
+            Some(Detllm::Token { token_id: *id }),
         ),
-        Event::Done { finish, text, .. } => (text.clone(), None, Some(finish.as_str())),
+        Event::Done { finish, text, .. } => (
+            text.clone(),
+            None,
+            Some(finish.as_str()),
+            prov.map(Detllm::Provenance),
+        ),
         Event::Failed(_) => return None,
     };
     let chat = head.kind == Kind::Chat;
@@ -603,7 +610,7 @@ fn chunk_choice(
             content: text.clone(),
             role: first.then_some("assistant"),
         }),
-        detllm: prov,
+        detllm,
         finish_reason: finish,
         index,
         logprobs: lp.map(|l| Logprobs::of(chat, &[l])),
