@@ -4,7 +4,11 @@
 # Requests through nginx must equal the same requests sent to one replica
 # alone (apart from id/created); then one replica is SIGKILLed mid-load and
 # every whole (non-streamed) request must still succeed with identical bytes
-# (scripts/deploy_check.py). Model: SmolLM2-135M (scripts/fetch-model.sh).
+# (scripts/deploy_check.py). Then the replica is started again and killed
+# mid-stream: every stream it cut is resumed through nginx on the other
+# replica (`resume_token_ids`) and must continue its uninterrupted run
+# exactly (scripts/deploy_resume.py). Model: SmolLM2-135M
+# (scripts/fetch-model.sh).
 #
 #   bash scripts/deploy-test.sh
 set -euo pipefail
@@ -37,13 +41,14 @@ wait_ready() { # PORT
 }
 
 a="$(free_port)"; b="$(free_port)"; listen="$(free_port)"
-for r in a b; do
-    port="${!r}"
+start_replica() { # a|b
+    local port="${!1}"
     "$detllm" serve --model "$model" --port "$port" --max-seqs 4 --ctx 512 \
-        --audit-db "$work/audit-$r.sqlite" >"$work/replica-$r.log" 2>&1 &
+        --audit-db "$work/audit-$1.sqlite" >>"$work/replica-$1.log" 2>&1 &
     pids+=($!)
-    eval "pid_$r=$!"
-done
+    eval "pid_$1=$!"
+}
+start_replica a; start_replica b
 wait_ready "$a"; wait_ready "$b"
 
 mkdir -p "$work/nginx"
@@ -60,6 +65,15 @@ wait_ready "$listen"
 # The solo runs go to replica A alone; replica B is the one killed.
 python3 scripts/deploy_check.py "http://127.0.0.1:$listen" "http://127.0.0.1:$a" \
     "http://127.0.0.1:$b" "$pid_b"
+{ wait "$pid_b"; } 2>/dev/null || true
+
+# Replica B again (same store); a reload puts it back in nginx's rotation
+# (new workers forget the failure); then it is killed mid-stream.
+start_replica b
+wait_ready "$b"
+"$nginx_bin" -p "$work/nginx" -e "$work/nginx/error.log" -c "$work/nginx/nginx.conf" "${user[@]}" -s reload
+sleep 1
+python3 scripts/deploy_resume.py "http://127.0.0.1:$listen" "http://127.0.0.1:$a" "$pid_b"
 { wait "$pid_b"; } 2>/dev/null || true
 retried="$(grep -c "upstream" "$work/nginx/error.log" || true)"
 echo "deploy test passed (nginx logged $retried upstream failures it retried)"

@@ -65,4 +65,6 @@ if [ $# -eq 0 ]; then
     cargo test --release -p detllm-cli --features serve --test audit_crash
     # 1,000 idle connections do not keep a real request out (~2 s).
     cargo test --release -p detllm-cli --features serve --test slowloris
+    # Stream resume (resume_token_ids) across two server processes (~20 s).
+    cargo test --release -p detllm-cli --features serve --test resume
 fi

@@ -167,7 +167,8 @@ fn send(url: &str, r: u64, got: &Received) -> bool {
         // A line is whole once its newline came: a choice's last chunk.
         if let Ok(v) = serde_json::from_str::<Value>(data) {
             for c in v["choices"].as_array().into_iter().flatten() {
-                if c["detllm"].is_object() {
+                // (Token chunks carry only `detllm.token_id`.)
+                if c["detllm"]["transcript_id"].is_string() {
                     record(got, &c["detllm"]);
                 }
             }

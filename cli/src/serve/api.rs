@@ -148,6 +148,9 @@ pub struct RequestBody {
     pub min_p: Option<Decimal>,
     /// Extension: repetition penalty (default 1 = off).
     pub repeat_penalty: Option<Decimal>,
+    /// Extension: resume a cut stream — the token ids already received;
+    /// only what follows them is sent (`n = 1`; docs/SERVER.md).
+    pub resume_token_ids: Option<Vec<u32>>,
     /// Seed of the request's generator; the server picks one if absent and returns it.
     pub seed: Option<u64>,
     /// Completions per prompt.
@@ -226,6 +229,9 @@ pub struct GenRequest {
     pub ignore_eos: bool,
     /// A JSON schema the answer must follow, and the field that gave it.
     pub constraint: Option<(&'static str, crate::constrain::Spec)>,
+    /// Ids the client already holds (`resume_token_ids`): checked against
+    /// the run, not sent again.
+    pub resume: Vec<u32>,
 }
 
 /// What both endpoints share, validated; `seed` is the server's pick when
@@ -276,6 +282,13 @@ fn common(c: &RequestBody, default_max: Option<u64>, seed: u64) -> Result<GenReq
             format!("n must be between 1 and {MAX_N}"),
         ));
     }
+    let resume = c.resume_token_ids.clone().unwrap_or_default();
+    if !resume.is_empty() && n != 1 {
+        return Err(ApiError::invalid(
+            "resume_token_ids",
+            "resume_token_ids needs n = 1 (one choice to resume)",
+        ));
+    }
     Ok(GenRequest {
         prompt: PromptInput::Tokens(Vec::new()),
         max_tokens,
@@ -287,6 +300,7 @@ fn common(c: &RequestBody, default_max: Option<u64>, seed: u64) -> Result<GenReq
         include_usage: c.stream_options.as_ref().is_some_and(|o| o.include_usage),
         ignore_eos: c.ignore_eos,
         constraint,
+        resume,
     })
 }
 
@@ -463,6 +477,12 @@ impl RequestBody {
                 format!("between 1 and {MAX_N} prompts"),
             ));
         }
+        if prompts.len() > 1 && !g.resume.is_empty() {
+            return Err(ApiError::invalid(
+                "resume_token_ids",
+                "resume_token_ids needs one prompt (one choice to resume)",
+            ));
+        }
         if prompts.len() * g.n > MAX_N {
             return Err(ApiError::invalid(
                 "n",
@@ -580,6 +600,21 @@ pub struct Provenance {
     pub signature: Option<String>,
 }
 
+/// A choice's `detllm` object: the provenance, or in a streamed token's
+/// chunk that token's id (what a client whose stream is cut resumes with,
+/// `resume_token_ids`).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum Detllm {
+    /// The whole choice's provenance.
+    Provenance(Provenance),
+    /// One streamed token.
+    Token {
+        /// Its id.
+        token_id: u32,
+    },
+}
+
 /// A chat message in a response, or a streamed chunk's `delta`.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct Message {
@@ -596,9 +631,10 @@ pub struct Message {
 pub struct Choice {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub delta: Option<Message>,
-    /// In a response always; in a stream in the choice's last chunk.
+    /// In a response always; in a stream the choice's last chunk has the
+    /// provenance and each token's chunk its token id.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub detllm: Option<Provenance>,
+    pub detllm: Option<Detllm>,
     /// `"stop"`, `"length"`, or `null` while the choice runs.
     pub finish_reason: Option<&'static str>,
     pub index: usize,

@@ -1,6 +1,7 @@
 //! OpenAI-style JSON errors: `{"error": {"message", "type", "param", "code"}}`
 //! with the HTTP status that says who must act (400 the request, 401 the
-//! key, 404 the route or model, 408/413 the body, 429 the load, 503 loading).
+//! key, 404 the route or model, 408/413 the body, 409 a resume the run
+//! refutes, 429 the load, 503 loading).
 //!
 //! [`ApiError`] is the server's one rejection type: the extractors
 //! (`extract`), the validation (`api`), the worker's refusals and the
@@ -81,6 +82,16 @@ impl ApiError {
             ..ApiError::not_found(format!(
                 "model \"{name}\" does not exist; this server serves \"{served}\""
             ))
+        }
+    }
+
+    /// 409 naming the parameter whose claim the server's own run refutes
+    /// (`resume_token_ids` that the seeded run would not have produced).
+    pub fn conflict(param: &str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            param: Some(param.to_string()),
+            code: Some("resume_mismatch"),
+            ..ApiError::new(StatusCode::CONFLICT, "invalid_request_error", message)
         }
     }
 

@@ -16,9 +16,9 @@
 #![forbid(unsafe_code)]
 
 use super::api::{
-    Choice, Completion, DetokenizeRequest, Detokenized, GenRequest, Health, Logprobs, Message,
-    ModelList, ModelObject, Provenance, RequestBody, TokenLogprob, TokenizeRequest, Tokens,
-    TopLogprob, Usage,
+    Choice, Completion, Detllm, DetokenizeRequest, Detokenized, GenRequest, Health, Logprobs,
+    Message, ModelList, ModelObject, Provenance, RequestBody, TokenLogprob, TokenizeRequest,
+    Tokens, TopLogprob, Usage,
 };
 use super::error::ApiError;
 use super::extract::{ApiJson, BodyLimits, PathId};
@@ -259,11 +259,53 @@ struct Submitted {
     accepted: Accepted,
     events: mpsc::UnboundedReceiver<Event>,
     n: usize,
+    /// `resume_token_ids`: choice 0's first ids, which the client holds.
+    resumed: Vec<u32>,
+    /// The first event, read early to check a resume before answering.
+    first: Option<Event>,
+}
+
+impl Submitted {
+    /// The next event (`None`: the worker dropped the request).
+    async fn next(&mut self) -> Option<Event> {
+        match self.first.take() {
+            Some(ev) => Some(ev),
+            None => self.events.recv().await,
+        }
+    }
+
+    /// For a resume, waits for the worker's verdict on `resume_token_ids`
+    /// (it checks each against the run and sends nothing for them) so that
+    /// a refuted resume is answered with its 409 before any byte of a 200.
+    async fn check_resume(&mut self) -> Result<(), ApiError> {
+        if self.resumed.is_empty() {
+            return Ok(());
+        }
+        match self.events.recv().await {
+            Some(Event::Failed(e)) => Err(e),
+            Some(ev) => {
+                self.first = Some(ev);
+                Ok(())
+            }
+            None => Err(ApiError::internal("the engine dropped the request")),
+        }
+    }
+
+    /// The choices being assembled; a resumed choice starts with the ids
+    /// the client holds, so its provenance and `usage` are the full run's.
+    fn assemblies(&self) -> Vec<Assembly> {
+        let mut v: Vec<Assembly> = (0..self.n).map(|_| Assembly::default()).collect();
+        if let Some(c) = v.first_mut() {
+            c.ids = self.resumed.clone();
+        }
+        v
+    }
 }
 
 async fn submit(st: &AppState, g: GenRequest) -> Result<Submitted, ApiError> {
     let (etx, erx) = mpsc::unbounded_channel();
     let n = g.n;
+    let resumed = g.resume.clone();
     let accepted = ask(st, |reply| Command::Submit {
         req: g,
         events: etx,
@@ -274,6 +316,8 @@ async fn submit(st: &AppState, g: GenRequest) -> Result<Submitted, ApiError> {
         accepted,
         events: erx,
         n,
+        resumed,
+        first: None,
     })
 }
 
@@ -288,8 +332,9 @@ async fn run(st: Shared, kind: Kind, gens: Vec<GenRequest>) -> Result<Response, 
     };
     let mut subs = Vec::new();
     for g in gens {
-        let s = submit(&st, g).await?;
+        let mut s = submit(&st, g).await?;
         guard.ids.push(s.accepted.id);
+        s.check_resume().await?;
         subs.push(s);
     }
     let id = format!(
@@ -466,7 +511,7 @@ fn whole_choice(head: &Head, index: usize, sub: &Submitted, c: &Assembly) -> Cho
     let text = c.text.clone();
     Choice {
         delta: None,
-        detllm: Some(provenance(sub, c)),
+        detllm: Some(Detllm::Provenance(provenance(sub, c))),
         finish_reason: c.ending.as_ref().map(|e| e.finish.as_str()),
         index,
         logprobs: head.logprobs.map(|_| Logprobs::of(chat, &c.logprobs)),
@@ -497,11 +542,10 @@ async fn collect_response(
     let mut all: Vec<Vec<Assembly>> = Vec::new();
     let mut usage = Usage::default();
     for sub in &mut subs {
-        let mut choices: Vec<Assembly> = (0..sub.n).map(|_| Assembly::default()).collect();
+        let mut choices = sub.assemblies();
         while choices.iter().any(|c| c.ending.is_none()) {
             let ev = sub
-                .events
-                .recv()
+                .next()
                 .await
                 .ok_or_else(|| ApiError::internal("the engine dropped the request"))?;
             let c = event_choice(&ev).and_then(|i| choices.get_mut(i));
@@ -539,8 +583,9 @@ fn chunk_choice(
     first: bool,
     prov: Option<Provenance>,
 ) -> Option<Choice> {
-    let (text, lp, finish) = match ev {
+    let (text, lp, finish, detllm) = match ev {
         Event::Token {
+            id,
             bytes,
             text,
             logprob,
@@ -549,8 +594,14 @@ fn chunk_choice(
             text.clone(),
             logprob.as_ref().map(|(l, a)| token_logprob(bytes, *l, a)),
             None,
+            Some(Detllm::Token { token_id: *id }),
         ),
-        Event::Done { finish, text, .. } => (text.clone(), None, Some(finish.as_str())),
+        Event::Done { finish, text, .. } => (
+            text.clone(),
+            None,
+            Some(finish.as_str()),
+            prov.map(Detllm::Provenance),
+        ),
         Event::Failed(_) => return None,
     };
     let chat = head.kind == Kind::Chat;
@@ -559,7 +610,7 @@ fn chunk_choice(
             content: text.clone(),
             role: first.then_some("assistant"),
         }),
-        detllm: prov,
+        detllm,
         finish_reason: finish,
         index,
         logprobs: lp.map(|l| Logprobs::of(chat, &[l])),
@@ -583,11 +634,16 @@ fn stream_response(
         let mut ok = true;
         for mut sub in subs {
             let mut open = sub.n;
+            // A resumed choice's first chunk (and its role) went out before the cut.
             let mut started = vec![false; sub.n];
-            let mut choices: Vec<Assembly> = (0..sub.n).map(|_| Assembly::default()).collect();
+            if let Some(s) = started.first_mut() {
+                *s = !sub.resumed.is_empty();
+            }
+            let mut choices = sub.assemblies();
             usage.prompt_tokens += sub.accepted.prompt_ids.len();
+            usage.completion_tokens += sub.resumed.len();
             while open > 0 {
-                let Some(ev) = sub.events.recv().await else {
+                let Some(ev) = sub.next().await else {
                     ok = false;
                     break;
                 };

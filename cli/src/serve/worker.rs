@@ -140,6 +140,11 @@ struct Live {
     open: usize,
     /// The client went away: cancel after this step.
     gone: bool,
+    /// Ids the client already holds (`resume_token_ids`): choice 0's first
+    /// tokens are checked against them and not sent.
+    resume: Vec<u32>,
+    /// The run refuted `resume` (409 sent): nothing more is sent or recorded.
+    refused: bool,
 }
 
 struct Runner {
@@ -408,6 +413,15 @@ impl Runner {
             }
             None => room,
         };
+        if req.resume.len() > max_tokens {
+            return Err(ApiError::invalid(
+                "resume_token_ids",
+                format!(
+                    "resume_token_ids holds {} ids, more than the run's {max_tokens} tokens",
+                    req.resume.len()
+                ),
+            ));
+        }
         let eog: Vec<u32> = if req.ignore_eos {
             Vec::new()
         } else {
@@ -471,6 +485,8 @@ impl Runner {
                 choices,
                 open: req.n,
                 gone: false,
+                resume: req.resume,
+                refused: false,
             },
         );
         Ok(Accepted {
@@ -481,12 +497,15 @@ impl Runner {
     }
 
     fn cancel(&mut self, id: u64) {
-        if !self.front.live.contains_key(&id) {
+        let Some(l) = self.front.live.get(&id) else {
             return;
+        };
+        if !l.refused {
+            // (A refused resume is counted as the 409 it was answered with.)
+            self.front
+                .metrics
+                .request(super::metrics::Outcome::Cancelled);
         }
-        self.front
-            .metrics
-            .request(super::metrics::Outcome::Cancelled);
         let front = &mut self.front;
         let _ = self
             .sched
@@ -605,12 +624,13 @@ impl Front {
         );
         match ev {
             sched::Event::Token(t) => {
-                let Some(l) = live.get_mut(&t.request.0) else {
+                let Some(l) = live.get_mut(&t.request.0).filter(|l| !l.refused) else {
                     return;
                 };
                 let Some(c) = l.choices.get_mut(t.index as usize) else {
                     return;
                 };
+                let position = c.ids.len();
                 metrics.generated_tokens.fetch_add(1, Relaxed);
                 hash_logits(&mut c.rows, t.logits);
                 c.ids.push(t.token);
@@ -635,6 +655,20 @@ impl Front {
                         .collect();
                     (f32_value(lp), alts)
                 });
+                if t.index == 0
+                    && let Some(&given) = l.resume.get(position)
+                {
+                    // Already with the client: checked, then not sent again.
+                    if given != t.token {
+                        let why = format!(
+                            "resume_token_ids[{position}] is {given}, but this request's run \
+                             samples {} there: the ids were not produced by this request",
+                            t.token
+                        );
+                        refuse(l, position, why);
+                    }
+                    return;
+                }
                 let sent = l.events.send(Event::Token {
                     choice: t.index as usize,
                     id: t.token,
@@ -645,12 +679,21 @@ impl Front {
                 l.gone |= sent.is_err();
             }
             sched::Event::Finished(f) => {
-                let Some(l) = live.get_mut(&f.request.0) else {
+                let Some(l) = live.get_mut(&f.request.0).filter(|l| !l.refused) else {
                     return;
                 };
                 let Some(c) = l.choices.get_mut(f.index as usize) else {
                     return;
                 };
+                let ran = c.ids.len();
+                let ended = c.hit_stop || !matches!(f.reason, FinishReason::Cancelled);
+                if f.index == 0 && ran < l.resume.len() && ended {
+                    let why = format!(
+                        "resume_token_ids holds {} ids, but this request's run ends after {ran}",
+                        l.resume.len()
+                    );
+                    return refuse(l, ran, why);
+                }
                 let finish = match f.reason {
                     FinishReason::Length => Finish::Length,
                     FinishReason::Stop => Finish::Stop,
@@ -696,6 +739,15 @@ impl Front {
             }
         }
     }
+}
+
+/// Answers a resume the run refutes at `position` with a 409 and drops
+/// the request (nothing more is sent; no transcript is recorded).
+fn refuse(l: &mut Live, position: usize, why: String) {
+    l.refused = true;
+    l.gone = true;
+    let e = ApiError::conflict("resume_token_ids", format!("{why} (position {position})"));
+    let _ = l.events.send(Event::Failed(e));
 }
 
 /// `text` with its receipt and the receipt's signature, when `key` is set.
