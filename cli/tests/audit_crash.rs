@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::cli::{bin, run, tmp};
@@ -43,40 +43,26 @@ struct Server {
 
 impl Server {
     fn start(model: &Path, db: &Path, key: &Path) -> Server {
-        let mut child = bin()
-            .args([
-                "serve",
-                "--port",
-                "0",
-                "--ctx",
-                "64",
-                "--max-seqs",
-                "4",
-                "--model",
-            ])
-            .arg(model)
-            .arg("--audit-db")
-            .arg(db)
-            .arg("--signing-key")
-            .arg(key)
-            // Each commit held open 2 ms: kills land inside transactions too.
-            .env("DETLLM_AUDIT_TEST_COMMIT_DELAY_MS", "2")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start detllm serve");
-        let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
-        let port = loop {
-            let line = lines
-                .next()
-                .expect("server exited before listening")
-                .expect("read stderr");
-            if let Some(rest) = line.split("on http://").nth(1) {
-                let addr = rest.split_whitespace().next().unwrap_or("");
-                break addr.rsplit(':').next().unwrap().parse().expect("port");
-            }
-        };
-        std::thread::spawn(move || for _ in lines {});
+        let (child, port) = support::cli::spawn_listening(
+            bin()
+                .args([
+                    "serve",
+                    "--port",
+                    "0",
+                    "--ctx",
+                    "64",
+                    "--max-seqs",
+                    "4",
+                    "--model",
+                ])
+                .arg(model)
+                .arg("--audit-db")
+                .arg(db)
+                .arg("--signing-key")
+                .arg(key)
+                // Each commit held open 2 ms: kills land inside transactions too.
+                .env("DETLLM_AUDIT_TEST_COMMIT_DELAY_MS", "2"),
+        );
         Server { child, port }
     }
 

@@ -21,8 +21,7 @@ mod support;
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 
 const BIN: &str = env!("CARGO_BIN_EXE_detllm");
 
@@ -39,28 +38,13 @@ impl Server {
             "detllm-resume-{}-{name}.sqlite",
             std::process::id()
         ));
-        let mut child = Command::new(BIN)
-            .args(["serve", "--port", "0", "--ctx", "512", "--model"])
-            .arg(&model)
-            .arg("--audit-db")
-            .arg(&db)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start detllm serve");
-        let stderr = child.stderr.take().expect("stderr");
-        let mut lines = BufReader::new(stderr).lines();
-        let port = loop {
-            let line = lines
-                .next()
-                .expect("server exited before listening")
-                .expect("read stderr");
-            if let Some(rest) = line.split("on http://").nth(1) {
-                let addr = rest.split_whitespace().next().unwrap_or("");
-                break addr.rsplit(':').next().unwrap().parse().expect("port");
-            }
-        };
-        std::thread::spawn(move || for _ in lines {});
+        let (child, port) = support::cli::spawn_listening(
+            Command::new(BIN)
+                .args(["serve", "--port", "0", "--ctx", "512", "--model"])
+                .arg(&model)
+                .arg("--audit-db")
+                .arg(&db),
+        );
         Server { child, port }
     }
 

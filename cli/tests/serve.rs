@@ -26,7 +26,7 @@ mod support;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_detllm");
@@ -60,30 +60,14 @@ impl Server {
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let db =
             std::env::temp_dir().join(format!("detllm-serve-{}-{n}.sqlite", std::process::id()));
-        let mut child = Command::new(BIN)
-            .args(["serve", "--port", "0", "--model"])
-            .arg(&model)
-            .arg("--audit-db")
-            .arg(&db)
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start detllm serve");
-        let stderr = child.stderr.take().expect("stderr");
-        let mut lines = BufReader::new(stderr).lines();
-        let port = loop {
-            let line = lines
-                .next()
-                .expect("server exited before listening")
-                .expect("read stderr");
-            if let Some(rest) = line.split("on http://").nth(1) {
-                let addr = rest.split_whitespace().next().unwrap_or("");
-                break addr.rsplit(':').next().unwrap().parse().expect("port");
-            }
-        };
-        // Keep draining so the server never blocks on a full pipe.
-        std::thread::spawn(move || for _ in lines {});
+        let (child, port) = support::cli::spawn_listening(
+            Command::new(BIN)
+                .args(["serve", "--port", "0", "--model"])
+                .arg(&model)
+                .arg("--audit-db")
+                .arg(&db)
+                .args(extra),
+        );
         Server { child, port }
     }
 

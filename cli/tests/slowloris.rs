@@ -10,9 +10,9 @@
 mod support;
 
 use detllm::model::synth::{SynthSpec, synth_vec};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Stdio};
+use std::process::Child;
 use std::time::Duration;
 use support::cli::{bin, tmp};
 
@@ -29,32 +29,21 @@ impl Server {
             synth_vec(&SynthSpec::TINY).expect("synthetic model"),
         )
         .expect("write");
-        let mut child = bin()
-            .args([
-                "serve",
-                "--port",
-                "0",
-                "--ctx",
-                "64",
-                "--audit-db",
-                "none",
-                "--model",
-            ])
-            .arg(&model)
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start detllm serve");
-        let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
-        let port = loop {
-            let line = lines.next().expect("server exited").expect("stderr");
-            if let Some(rest) = line.split("on http://").nth(1) {
-                let addr = rest.split_whitespace().next().unwrap_or("");
-                break addr.rsplit(':').next().unwrap().parse().expect("port");
-            }
-        };
-        std::thread::spawn(move || for _ in lines {});
+        let (child, port) = support::cli::spawn_listening(
+            bin()
+                .args([
+                    "serve",
+                    "--port",
+                    "0",
+                    "--ctx",
+                    "64",
+                    "--audit-db",
+                    "none",
+                    "--model",
+                ])
+                .arg(&model)
+                .args(extra),
+        );
         Server { child, port }
     }
 }

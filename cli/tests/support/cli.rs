@@ -51,3 +51,28 @@ pub fn tmp(name: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).expect("temp dir");
     dir.join(name)
 }
+
+/// Starts `cmd` (a `detllm serve … --port 0`) with its stderr piped and waits
+/// for the line naming its address; (the child, its port). stderr keeps
+/// being drained afterwards so the server never blocks on a full pipe.
+pub fn spawn_listening(cmd: &mut Command) -> (std::process::Child, u16) {
+    use std::io::{BufRead, BufReader};
+    let mut child = cmd
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start detllm serve");
+    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let port = loop {
+        let line = lines
+            .next()
+            .expect("server exited before listening")
+            .expect("read stderr");
+        if let Some(rest) = line.split("on http://").nth(1) {
+            let addr = rest.split_whitespace().next().unwrap_or("");
+            break addr.rsplit(':').next().unwrap().parse().expect("port");
+        }
+    };
+    std::thread::spawn(move || for _ in lines {});
+    (child, port)
+}
