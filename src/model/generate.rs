@@ -42,22 +42,7 @@ pub fn generate<'a, K: KvBuild<'a>, P: Parallel>(
     is_eog: &dyn Fn(u32) -> bool,
     on_step: &mut dyn FnMut(usize, u32, &[u8; 32]),
 ) -> Result<Generated> {
-    params.validate()?;
-    let total = prompt
-        .len()
-        .checked_add(max_tokens)
-        .ok_or(Error::SizeOverflow)?;
-    if prompt.is_empty() {
-        return Err(Error::EmptyPrompt);
-    }
-    if total > history.len() {
-        return Err(Error::BufferTooSmall {
-            needed: total,
-            available: history.len(),
-        });
-    }
-    history[..prompt.len()].copy_from_slice(prompt);
-    let mut n_hist = prompt.len();
+    let mut n_hist = start_history(prompt, params, max_tokens, history)?;
     let vocab = engine.config().vocab_size;
     let chunk = engine.limits().max_step_tokens;
     let mut rng = SplitMix64::new(params.seed);
@@ -114,4 +99,32 @@ fn first_row(logits: &[F32], vocab: usize) -> Result<&[F32]> {
         needed: vocab,
         available: logits.len(),
     })
+}
+
+/// Checks a generation request — valid parameters, a non-empty prompt, room
+/// in `history` for the prompt and `max_tokens` more — and copies the prompt
+/// into `history`; the number of history entries filled. Shared by plain and
+/// speculative generation (`crate::spec`), which must refuse the same requests.
+pub(crate) fn start_history(
+    prompt: &[u32],
+    params: &SamplingParams,
+    max_tokens: usize,
+    history: &mut [u32],
+) -> Result<usize> {
+    params.validate()?;
+    let total = prompt
+        .len()
+        .checked_add(max_tokens)
+        .ok_or(Error::SizeOverflow)?;
+    if prompt.is_empty() {
+        return Err(Error::EmptyPrompt);
+    }
+    if total > history.len() {
+        return Err(Error::BufferTooSmall {
+            needed: total,
+            available: history.len(),
+        });
+    }
+    history[..prompt.len()].copy_from_slice(prompt);
+    Ok(prompt.len())
 }

@@ -18,5 +18,6 @@ mod weights;
 
 pub use config::{Arch, Config};
 pub use engine::{Engine, Entry, KvBuild, Limits};
+pub(crate) use generate::start_history;
 pub use generate::{Generated, generate};
 pub use weights::{LayerRefs, LayerWeights, Model, TensorRef};

@@ -67,24 +67,10 @@ pub fn generate_speculative<'a, K: KvBuild<'a>, P: Parallel, D: DraftSource + ?S
     draft_max: usize,
     on_step: &mut OnStep<'_>,
 ) -> Result<(Generated, SpecStats)> {
-    params.validate()?;
-    let total = prompt
-        .len()
-        .checked_add(max_tokens)
-        .ok_or(Error::SizeOverflow)?;
-    if prompt.is_empty() {
-        return Err(Error::EmptyPrompt);
-    }
-    if total > history.len() {
-        return Err(Error::BufferTooSmall {
-            needed: total,
-            available: history.len(),
-        });
-    }
-    history[..prompt.len()].copy_from_slice(prompt);
+    let n_hist = crate::model::start_history(prompt, params, max_tokens, history)?;
     let mut dec = Decoding {
         history,
-        n_hist: prompt.len(),
+        n_hist,
         n: 0,
         rng: SplitMix64::new(params.seed),
         chain: DigestChain::new(params),
