@@ -228,14 +228,34 @@ fn chunk_q4_1(
     qs: &[i8],
     sc: &[ActScale],
 ) -> ([i64; ROW_GROUP], [i64; ROW_GROUP]) {
+    chunk_q4_1_with(rows, b0, nb, w, qs, sc, |blk, y| {
+        let mut q = [0u8; 16];
+        q.copy_from_slice(blk);
+        nib_dot(&q, y)
+    })
+}
+
+/// The Q4_1 chunk kernel with the block's integer sum `Σ q·y` (`dot` of the
+/// block's 16 nibble bytes and its 32 activations) supplied by the build:
+/// per row and block that sum times both scales, and the min term, shifted
+/// into the row's sums. The scale arithmetic is this one body for every
+/// build (the wasm32 SIMD128 leaf passes its lane `nib_dot`).
+#[inline(always)]
+pub(crate) fn chunk_q4_1_with(
+    rows: &[&[u8]; ROW_GROUP],
+    b0: usize,
+    nb: usize,
+    w: &WeightChunkScales,
+    qs: &[i8],
+    sc: &[ActScale],
+    dot: impl Fn(&[u8], &[i8]) -> i32,
+) -> ([i64; ROW_GROUP], [i64; ROW_GROUP]) {
     let mut ad = [0i64; ROW_GROUP];
     let mut am = [0i64; ROW_GROUP];
     for (r, row) in rows.iter().enumerate() {
         let blocks = row.chunks_exact(20).skip(b0).take(nb);
         for (b, ((blk, y), s)) in blocks.zip(qs.chunks_exact(QK)).zip(sc).enumerate() {
-            let mut q = [0u8; 16];
-            q.copy_from_slice(&blk[4..20]);
-            let sumi = nib_dot(&q, y);
+            let sumi = dot(&blk[4..20], y);
             let t = sumi as i64 * (w.d_mant[b][r] * s.dm) as i64;
             ad[r] += t << (w.d_rel[b][r] + s.drel);
             am[r] += ((w.m_mant[b][r] * s.sm) as i64) << (w.m_rel[b][r] + s.srel);

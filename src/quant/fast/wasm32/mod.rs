@@ -12,10 +12,9 @@
 //! the `Auto` path runs this build.
 #![forbid(unsafe_code)]
 
-use super::chunk::{ChunkFn, ROW_GROUP, WeightChunkScales};
+use super::chunk::{ChunkFn, ROW_GROUP, WeightChunkScales, chunk_q4_1_with};
 use crate::quant::GgmlType;
 use crate::quant::act::ActScale;
-use crate::quant::block::QK;
 use core::arch::wasm32::{
     i16x8_extend_high_i8x16, i16x8_extend_low_i8x16, i32x4_add, i32x4_dot_i16x8,
     i32x4_extract_lane, u8x16, u8x16_shr, u8x16_splat, u16x8_extend_high_u8x16,
@@ -63,7 +62,7 @@ fn nib_dot(q: &[u8], y: &[i8]) -> i32 {
         + i32x4_extract_lane::<3>(s)
 }
 
-/// SIMD128 Q4_1 chunk kernel: the portable one with [`nib_dot`] in lanes.
+/// SIMD128 Q4_1 chunk kernel: the portable body with [`nib_dot`] in lanes.
 fn chunk_q4_1(
     rows: &[&[u8]; ROW_GROUP],
     b0: usize,
@@ -72,16 +71,5 @@ fn chunk_q4_1(
     qs: &[i8],
     sc: &[ActScale],
 ) -> ([i64; ROW_GROUP], [i64; ROW_GROUP]) {
-    let mut ad = [0i64; ROW_GROUP];
-    let mut am = [0i64; ROW_GROUP];
-    for (r, row) in rows.iter().enumerate() {
-        let blocks = row.chunks_exact(20).skip(b0).take(nb);
-        for (b, ((blk, y), s)) in blocks.zip(qs.chunks_exact(QK)).zip(sc).enumerate() {
-            let sumi = nib_dot(&blk[4..20], y);
-            let t = sumi as i64 * (w.d_mant[b][r] * s.dm) as i64;
-            ad[r] += t << (w.d_rel[b][r] + s.drel);
-            am[r] += ((w.m_mant[b][r] * s.sm) as i64) << (w.m_rel[b][r] + s.srel);
-        }
-    }
-    (ad, am)
+    chunk_q4_1_with(rows, b0, nb, w, qs, sc, nib_dot)
 }
