@@ -9,8 +9,8 @@
 #   bash scripts/bench-serve.sh [ROUNDS] [THREADS]      (default 2 rounds, 2 threads)
 #
 # llama-server is built from the llama.cpp sources inside the llama-cpp-python
-# 0.3.36 source distribution (pip download --no-binary), CMake target
-# llama-server, into the user cache (~10 minutes the first time). Model:
+# 0.3.36 source distribution, into the user cache (scripts/lib.sh
+# `llamacpp_tool`; ~10 minutes the first time). Model:
 # SmolLM2-135M-Instruct Q4_1 (scripts/fetch-model.sh); both servers run 8
 # sequences in parallel (detllm --max-seqs 8, llama-server -np 8) with 2048
 # positions each.
@@ -21,24 +21,8 @@ threads="${2:-2}"
 clients=16
 tokens=128
 model="$(bash scripts/fetch-model.sh)"
-cache="${XDG_CACHE_HOME:-$HOME/.cache}/detllm"
-llama_dir="$cache/llama.cpp-0.3.36"
-llama_server="$llama_dir/build/bin/llama-server"
-
-if [ ! -x "$llama_server" ]; then
-    echo "building llama-server (once, into $llama_dir)..." >&2
-    source scripts/lib.sh
-    ensure_apt cmake g++
-    tmp="$(mktemp -d)"
-    python3 -m pip download --quiet --no-deps --no-binary :all: llama-cpp-python==0.3.36 -d "$tmp" >&2
-    tar xzf "$tmp"/llama_cpp_python-0.3.36.tar.gz -C "$tmp"
-    rm -rf "$llama_dir"
-    mv "$tmp/llama_cpp_python-0.3.36/vendor/llama.cpp" "$llama_dir"
-    rm -rf "$tmp"
-    cmake -S "$llama_dir" -B "$llama_dir/build" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF \
-        -DCMAKE_C_FLAGS="$LLAMACPP_CFLAGS" -DCMAKE_CXX_FLAGS="$LLAMACPP_CFLAGS" >&2
-    cmake --build "$llama_dir/build" --target llama-server -j "$(nproc)" >&2
-fi
+source scripts/lib.sh
+llama_server="$(llamacpp_tool llama-server)"
 
 cargo build --release -p detllm-cli --features serve >&2
 detllm=target/release/detllm

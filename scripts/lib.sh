@@ -33,3 +33,31 @@ llamacpp_has_amx() {
     done
     return 1
 }
+
+# llamacpp_tool NAME: the path of llama.cpp's program NAME (a CMake target:
+# llama-server, llama-bench, llama-batched-bench, …), built once from the
+# llama.cpp tree inside llama-cpp-python 0.3.36's source distribution into
+# the user cache (~10 minutes for the first program on 2 cores).
+llamacpp_tool() {
+    local dir="${XDG_CACHE_HOME:-$HOME/.cache}/detllm/llama.cpp-0.3.36"
+    local bin="$dir/build/bin/$1"
+    if [ ! -x "$bin" ]; then
+        ensure_apt cmake g++
+        if [ ! -f "$dir/CMakeLists.txt" ]; then
+            echo "fetching the llama.cpp sources (llama-cpp-python 0.3.36) into $dir..." >&2
+            local tmp
+            tmp="$(mktemp -d)"
+            python3 -m pip download --quiet --no-deps --no-binary :all: llama-cpp-python==0.3.36 -d "$tmp" >&2
+            tar xzf "$tmp"/llama_cpp_python-0.3.36.tar.gz -C "$tmp"
+            rm -rf "$dir"
+            mkdir -p "$(dirname "$dir")"
+            mv "$tmp/llama_cpp_python-0.3.36/vendor/llama.cpp" "$dir"
+            rm -rf "$tmp"
+        fi
+        echo "building llama.cpp's $1 (once, into $dir/build)..." >&2
+        cmake -S "$dir" -B "$dir/build" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF \
+            -DCMAKE_C_FLAGS="$LLAMACPP_CFLAGS" -DCMAKE_CXX_FLAGS="$LLAMACPP_CFLAGS" >&2
+        cmake --build "$dir/build" --target "$1" -j "$(nproc)" >&2
+    fi
+    echo "$bin"
+}

@@ -77,6 +77,35 @@ fn inspect_on_truncated_and_corrupt_models_is_a_clean_error() {
     assert!(!err.trim().is_empty());
 }
 
+/// A model without a vocabulary (as the synthetic models of
+/// `scripts/bench-formats.sh`) is benched on fixed ids; before, the bench
+/// failed encoding its chat prompt.
+#[test]
+fn bench_runs_a_model_without_a_vocabulary() {
+    let p = tmp("bench-synth.gguf");
+    std::fs::write(&p, synth_vec(&SynthSpec::TINY).expect("synthetic model")).expect("write");
+    let (code, out, err) = run(
+        bin()
+            .args([
+                "bench",
+                "--prompt-tokens",
+                "8",
+                "--gen-tokens",
+                "4",
+                "--json",
+                "--model",
+            ])
+            .arg(&p),
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    let row: Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    assert_eq!(row["prompt_tokens"], 8, "{out}");
+    for key in ["prefill_tok_s", "decode_tok_s"] {
+        assert!(row[key].as_f64().is_some_and(|v| v > 0.0), "{key}: {out}");
+    }
+}
+
 /// The library's ids for `texts` (special tokens parsed, as the CLI does).
 fn library_ids(model: &std::path::Path, texts: &[&str]) -> Vec<Vec<u32>> {
     let bytes = std::fs::read(model).expect("read model");

@@ -61,6 +61,21 @@ struct Sizes {
     kv_bytes: usize,
 }
 
+/// A prompt of `len` ids: the chat prompt's, repeated; for a model whose
+/// vocabulary cannot encode it (a synthetic model, or the stand-in
+/// vocabulary `scripts/bench-formats.sh` gives one for llama.cpp), the ids
+/// 4, 5, 6, … (past the stand-in's four special tokens), wrapped at the
+/// vocabulary's size.
+fn bench_prompt(session: &mut Session<'_>, text: &str, len: usize) -> Vec<u32> {
+    match session.encode(text) {
+        Ok(base) if !base.is_empty() => base.iter().copied().cycle().take(len).collect(),
+        _ => {
+            let vocab = session.vocab_size().max(5);
+            (0..len).map(|i| (4 + i % (vocab - 4)) as u32).collect()
+        }
+    }
+}
+
 pub fn run(args: BenchArgs) -> CliResult<ExitCode> {
     if args.spec.speculate.is_some() {
         return super::bench_spec::run(&args);
@@ -88,14 +103,7 @@ pub fn run(args: BenchArgs) -> CliResult<ExitCode> {
     };
     let mut arena_buf = Vec::new();
     let mut session = Session::load(&model, &mut arena_buf, shape, args.model_args.threads)?;
-    // A prompt of the requested length: the chat prompt's ids, repeated.
-    let base = session.encode(&text)?;
-    let prompt: Vec<u32> = base
-        .iter()
-        .copied()
-        .cycle()
-        .take(args.prompt_tokens.max(1))
-        .collect();
+    let prompt = bench_prompt(&mut session, &text, args.prompt_tokens.max(1));
     let mut best = Speeds::default();
     for _ in 0..args.reps.max(1) {
         let (prefill, decode) = measure_solo(&mut session, &prompt, args.gen_tokens)?;
