@@ -47,6 +47,7 @@ use support::quant::Rng;
 /// to model-like values (random ones would mostly send a chunk to the
 /// wide `i128` fallback instead of the SIMD code).
 const FAST_FORMATS: &[(GgmlType, &[usize])] = &[
+    (GgmlType::Q4_0, &[0]),
     (GgmlType::Q4_1, &[0, 2]),
     (GgmlType::Q5_0, &[0]),
     (GgmlType::Q8_0, &[0]),

@@ -9,8 +9,9 @@
 //! | weights | `Reference` | `Portable` | `Auto` | `Avx2` |
 //! |---|---|---|---|---|
 //! | Q4_1, Q5_0, Q8_0 | `dot_row` per cell | blocked, portable split kernels | blocked, the widest fused build the CPU runs (AVX-512 VNNI, else AVX2), else portable | blocked, the AVX2 fused build, else portable |
+//! | Q4_0 | `dot_row` per cell | blocked, portable split kernel | blocked, the AVX2 fused build (on VNNI CPUs too), else portable | blocked, the AVX2 fused build, else portable |
 //! | Q4_K, Q5_K, Q6_K | `dot_row` per cell | every row: the K-quant row kernel's portable body | its widest build (AVX-512, else AVX2), else portable | its AVX2 build, else portable |
-//! | Q4_0, Q5_1, F16, F32, BF16 | `dot_row` | `dot_row` | `dot_row` | `dot_row` |
+//! | Q5_1, F16, F32, BF16 | `dot_row` | `dot_row` | `dot_row` | `dot_row` |
 //!
 //! "Blocked" covers whole groups of [`ROW_GROUP`] rows; the rows past the
 //! last whole group always go through `dot_row`. Q4_K and Q6_K on a SIMD
@@ -138,7 +139,10 @@ fn run(par: &impl detllm::Parallel, w: &QMatrix, x: &[F32], m: usize) -> Vec<u32
 /// What `path` must run on `n_rows` rows of `ty` against `m` input rows on
 /// this CPU (the table in the module docs).
 fn expected_run(ty: GgmlType, path: KernelPath, n_rows: usize, m: usize) -> RowsRun {
-    let has_blocked = matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q8_0);
+    let has_blocked = matches!(
+        ty,
+        GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q8_0
+    );
     let kquant = matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K);
     let blocked_rows = match path {
         KernelPath::Reference => 0,
@@ -149,7 +153,8 @@ fn expected_run(ty: GgmlType, path: KernelPath, n_rows: usize, m: usize) -> Rows
     let build = match (path, level()) {
         _ if blocked_rows == 0 => Level::Portable,
         (KernelPath::Auto, l) if kquant && l >= Level::Avx512 => Level::Avx512,
-        (KernelPath::Auto, Level::Avx512Vnni) => Level::Avx512Vnni,
+        // Q4_0 has no VNNI build: its AVX2 one runs there.
+        (KernelPath::Auto, Level::Avx512Vnni) if ty != GgmlType::Q4_0 => Level::Avx512Vnni,
         (KernelPath::Auto | KernelPath::Avx2, l) if l >= Level::Avx2 => Level::Avx2,
         _ => Level::Portable,
     };
@@ -295,6 +300,7 @@ proptest! {
 #[test]
 fn non_finite_input_rows_give_nan_cells() {
     let types = [
+        GgmlType::Q4_0,
         GgmlType::Q4_1,
         GgmlType::Q5_0,
         GgmlType::Q8_0,
@@ -343,7 +349,12 @@ fn smollm2_shapes_agree() {
         .iter()
         .enumerate()
     {
-        for ty in [GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q8_0] {
+        for ty in [
+            GgmlType::Q4_0,
+            GgmlType::Q4_1,
+            GgmlType::Q5_0,
+            GgmlType::Q8_0,
+        ] {
             let mut rng = Rng(i as u64);
             let wb = weights(&mut rng, ty, n_in, n_out, false);
             let w = QMatrix::new(ty, n_in, n_out, &wb).unwrap();
@@ -386,7 +397,10 @@ fn matmul_rejects_bad_shapes_without_writing() {
 fn batches_beyond_one_pass_agree() {
     for (seed, m) in [(11u64, 65usize), (12, 130)] {
         for (ti, ty) in TYPES.iter().enumerate() {
-            if matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q8_0) {
+            if matches!(
+                ty,
+                GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q8_0
+            ) {
                 check(seed, ti, 20, 37, m, seed % 2 == 0);
             }
         }
@@ -416,12 +430,18 @@ fn kquant_decode_blocks_agree() {
 /// byte -128 (or 127) against activations that all quantize to +127 or
 /// -127, so each block's byte dot reaches its largest magnitude (Q4_1:
 /// 32·15·127, whose halves the AVX2 kernel sums in 16-bit lanes; Q8_0:
-/// 32·128·127; Q5_0: every value -16 (or 15), 32·16·127). The exact
+/// 32·128·127; Q5_0: every value -16 (or 15), 32·16·127; Q4_0: every value
+/// -8 (or 7), 32·8·127). The exact
 /// reference and every blocked path agree, for one input row and for tiles
 /// of several.
 #[test]
 fn extreme_blocks_agree() {
-    for ty in [GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q8_0] {
+    for ty in [
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q8_0,
+    ] {
         for kb in [1usize, 18, 33, 48] {
             let n_in = 32 * kb;
             // Two wide groups of sixteen rows (the row range is split in half).
@@ -449,9 +469,9 @@ fn extreme_blocks_agree() {
     }
 }
 
-/// `n_out` rows of `ty` (Q4_1, Q5_0, Q8_0) whose every block has the largest
+/// `n_out` rows of `ty` (Q4_0, Q4_1, Q5_0, Q8_0) whose every block has the largest
 /// byte dot against activations all ±127: Q4_1 nibbles 15 (or 0), Q5_0
-/// values 15 (or -16), Q8_0 bytes -128 (or 127) by row; scales ±0.01
+/// values 15 (or -16), Q4_0 values -8 (or 7), Q8_0 bytes -128 (or 127) by row; scales ±0.01
 /// (Q4_1 mins -0.1).
 fn extreme_weights(ty: GgmlType, n_in: usize, n_out: usize) -> Vec<u8> {
     let mut wb = vec![0u8; ty.row_bytes(n_in).unwrap() * n_out];
@@ -468,6 +488,8 @@ fn extreme_weights(ty: GgmlType, n_in: usize, n_out: usize) -> Vec<u8> {
             let fill = match (ty, r % 4 == 3) {
                 (GgmlType::Q4_1 | GgmlType::Q5_0, false) => 0xFF,
                 (GgmlType::Q4_1 | GgmlType::Q5_0, true) => 0x00,
+                (GgmlType::Q4_0, false) => 0x00,
+                (GgmlType::Q4_0, true) => 0xFF,
                 (_, false) => 0x80,
                 (_, true) => 0x7F,
             };
@@ -481,13 +503,18 @@ fn extreme_weights(ty: GgmlType, n_in: usize, n_out: usize) -> Vec<u8> {
 /// weights of [`extreme_weights`] against activations whose block scales
 /// lie `spread` binades apart within a chunk ([`extreme_inputs`]), for
 /// every spread from 0 to 24 — below, at and beyond each format's limit
-/// (`LIM_Q8_0_D` 16, `LIM_Q5_0_D` and `LIM_Q4_1_D` 19, less the weights'
+/// (`LIM_Q8_0_D` 16, `LIM_Q5_0_D` and `LIM_Q4_1_D` 19, `LIM_Q4_0_D` 20, less the weights'
 /// guessed-base margin), so the kernels' check that sends a chunk to the
 /// `i128` fallback is exercised on both sides. One input row, a group
 /// tile and a wide tile; the reference and every path agree.
 #[test]
 fn extreme_spreads_agree() {
-    for ty in [GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q8_0] {
+    for ty in [
+        GgmlType::Q4_0,
+        GgmlType::Q4_1,
+        GgmlType::Q5_0,
+        GgmlType::Q8_0,
+    ] {
         let (n_in, n_out) = (32 * 40, 32);
         let wb = extreme_weights(ty, n_in, n_out);
         let w = QMatrix::new(ty, n_in, n_out, &wb).unwrap();
@@ -766,10 +793,10 @@ proptest! {
     /// `post` runs once per share, on equal row ranges of equal-height
     /// matrices (here: adds the second output into the first).
     #[test]
-    fn matvec_shares_equals_matmul(seed in any::<u64>(), ti in 0usize..3, kb in 1usize..40,
+    fn matvec_shares_equals_matmul(seed in any::<u64>(), ti in 0usize..4, kb in 1usize..40,
                                    n0 in 1usize..300, n2 in 1usize..300, threads in 1usize..6,
                                    wild in any::<bool>()) {
-        let ty = [GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q8_0][ti];
+        let ty = [GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::Q4_0][ti];
         let n_in = kb * 32;
         let mut rng = Rng(seed);
         let heights = [n0, n0, n2];

@@ -1,4 +1,4 @@
-//! The Q4_1 / Q5_0 / Q8_0 chunks of the blocked matmul: what the drivers
+//! The Q4_0 / Q4_1 / Q5_0 / Q8_0 chunks of the blocked matmul: what the drivers
 //! need to know of each format ([`BlockedFormat`]), the weight scales of a
 //! chunk decoded ([`WeightChunkScales`]), the portable split chunk kernels
 //! (the `i64` sums of one chunk of [`ROW_GROUP`] weight rows against one
@@ -27,9 +27,11 @@
 //! | Q4_1 `m·s` | `< 2^22` | `< 2^27` | [`LIM_Q4_1_M`] = 35 | `< 2^62` |
 //! | Q8_0 `d` | `< 2^19 · 2^22` | `< 2^46` | [`LIM_Q8_0_D`] = 16 | `< 2^62` |
 //! | Q5_0 `d` | `< 2^16 · 2^22` | `< 2^43` | [`LIM_Q5_0_D`] = 19 | `< 2^62` |
+//! | Q4_0 `d` | `< 2^15 · 2^22` | `< 2^42` | [`LIM_Q4_0_D`] = 20 | `< 2^62` |
 //!
 //! (Q4_1: `sumi = Σ q·y ≤ 32·15·127 < 2^16`; Q8_0: `|Σ qx·qy| ≤ 32·128·127
-//! < 2^19`; Q5_0: `|Σ (q-16)·y| ≤ 32·16·127 < 2^16`; every `|mant| < 2^11`, so
+//! < 2^19`; Q5_0: `|Σ (q-16)·y| ≤ 32·16·127 < 2^16`; Q4_0: `|Σ (q-8)·y| ≤
+//! 32·8·127 < 2^15`; every `|mant| < 2^11`, so
 //! `|mw·ma| < 2^22`.)
 //!
 //! Within the limits the chunk's sum is exact in an `i64` (shifts by `rel`
@@ -58,6 +60,8 @@ pub const LIM_Q4_1_M: u32 = 35;
 pub const LIM_Q8_0_D: u32 = 16;
 /// Largest relative shift of a Q5_0 term in the `i64` chunk sum.
 pub const LIM_Q5_0_D: u32 = 19;
+/// Largest relative shift of a Q4_0 term in the `i64` chunk sum.
+pub const LIM_Q4_0_D: u32 = 20;
 
 /// What the blocked kernel needs to know of a weight format.
 #[derive(Clone, Copy)]
@@ -66,16 +70,16 @@ pub(super) struct BlockedFormat {
     pub(super) block_bytes: usize,
     /// Q4_1: a min term per block.
     pub(super) has_m: bool,
-    /// [`LIM_Q4_1_D`], [`LIM_Q5_0_D`] or [`LIM_Q8_0_D`].
+    /// [`LIM_Q4_0_D`], [`LIM_Q4_1_D`], [`LIM_Q5_0_D`] or [`LIM_Q8_0_D`].
     pub(super) lim_d: u32,
-    /// [`LIM_Q4_1_M`] (no limit for Q8_0).
+    /// [`LIM_Q4_1_M`] (no limit for the formats without a min).
     pub(super) lim_m: u32,
     /// The input row's flags that make a cell NaN.
     pub(super) act_flags: u8,
 }
 
 impl BlockedFormat {
-    /// Q4_1, Q5_0 or Q8_0; `None` for the formats the blocked kernel leaves to
+    /// Q4_0, Q4_1, Q5_0 or Q8_0; `None` for the formats the blocked kernel leaves to
     /// [`dot_row`].
     #[inline(always)]
     pub(super) fn of(ty: GgmlType) -> Option<BlockedFormat> {
@@ -98,6 +102,13 @@ impl BlockedFormat {
                 block_bytes: 22,
                 has_m: false,
                 lim_d: LIM_Q5_0_D,
+                lim_m: u32::MAX,
+                act_flags: FLAG_D_NONFINITE,
+            }),
+            GgmlType::Q4_0 => Some(BlockedFormat {
+                block_bytes: 18,
+                has_m: false,
+                lim_d: LIM_Q4_0_D,
                 lim_m: u32::MAX,
                 act_flags: FLAG_D_NONFINITE,
             }),
@@ -215,6 +226,7 @@ pub(super) fn split_kernel(ty: GgmlType) -> Option<ChunkFn> {
         GgmlType::Q4_1 => Some(chunk_q4_1),
         GgmlType::Q8_0 => Some(chunk_q8_0),
         GgmlType::Q5_0 => Some(chunk_q5_0),
+        GgmlType::Q4_0 => Some(chunk_q4_0),
         _ => None,
     }
 }
@@ -265,7 +277,7 @@ pub(crate) fn chunk_q4_1_with(
 }
 
 /// The portable chunk kernel of a format with one scale per block (Q8_0,
-/// Q5_0): per row and block, the block's integer sum `sumi(block bytes,
+/// Q5_0, Q4_0): per row and block, the block's integer sum `sumi(block bytes,
 /// activations)` times both scales, shifted into the row's sum.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
@@ -336,6 +348,27 @@ fn chunk_q5_0(
     chunk_one_scale(rows, b0, nb, w, qs, sc, 22, q5_0_sumi)
 }
 
+/// `Σ (q-8)·y` of one Q4_0 block (`blk`: its 18 bytes).
+#[inline(always)]
+fn q4_0_sumi(blk: &[u8], y: &[i8]) -> i32 {
+    let mut q = [0u8; 16];
+    q.copy_from_slice(&blk[2..18]);
+    let bsum: i32 = y.iter().map(|&v| v as i32).sum();
+    nib_dot(&q, y) - 8 * bsum
+}
+
+/// Portable Q4_0 chunk kernel.
+fn chunk_q4_0(
+    rows: &[&[u8]; ROW_GROUP],
+    b0: usize,
+    nb: usize,
+    w: &WeightChunkScales,
+    qs: &[i8],
+    sc: &[ActScale],
+) -> ([i64; ROW_GROUP], [i64; ROW_GROUP]) {
+    chunk_one_scale(rows, b0, nb, w, qs, sc, 18, q4_0_sumi)
+}
+
 /// One chunk of one cell summed exactly in the cell's `i128` (the fallback
 /// when the chunk's spreads are too wide for the `i64` sums).
 pub(super) fn chunk_in_i128(
@@ -364,6 +397,8 @@ pub(super) fn chunk_in_i128(
             acc.add_shifted((mm * s.sm) as i64, msh + s.ssh);
         } else if ty == GgmlType::Q5_0 {
             acc.add_shifted(q5_0_sumi(blk, y) as i64 * (dm * s.dm) as i64, dsh + s.dsh);
+        } else if ty == GgmlType::Q4_0 {
+            acc.add_shifted(q4_0_sumi(blk, y) as i64 * (dm * s.dm) as i64, dsh + s.dsh);
         } else {
             let mut q = [0i8; 32];
             for (o, &v) in q.iter_mut().zip(&blk[2..34]) {

@@ -10,6 +10,7 @@
 //! | weights | [`KernelPath::Reference`] | `Portable` | `Auto` | `Avx2` |
 //! |---|---|---|---|---|
 //! | Q4_1, Q5_0, Q8_0 | `dot_row` | blocked, split kernel | blocked, widest fused build (VNNI, AVX2) or portable; on VNNI with at least `WIDE_MIN_ROWS` input rows, sixteen weight rows at a time | blocked, AVX2 fused build or portable |
+//! | Q4_0 | `dot_row` | blocked, split kernel | blocked, AVX2 fused build (also on VNNI) or portable | blocked, AVX2 fused build or portable |
 //! | Q4_K, Q5_K, Q6_K | `dot_row` | row kernel, portable body | row kernel, widest build (AVX-512, AVX2; Q4_K and Q6_K: hand-written, every weight row through that build's decode kernel with one input row, and with any number where there is no VNNI tile (blocks of weight rows, calls of up to 16 input rows); on AVX-512 VNNI with several, sixteen (else four) weight rows against up to 32 input rows at a time) or portable | row kernel, AVX2 build (Q4_K and Q6_K likewise: the decode kernel for any number of input rows) or portable |
 //! | any other | `dot_row` | `dot_row` | `dot_row` | `dot_row` |
 //!
@@ -48,10 +49,10 @@ pub enum KernelPath {
 pub(super) enum Plan {
     /// [`crate::quant::dot::dot_row`] per cell.
     Reference,
-    /// Q4_1, Q5_0, Q8_0: an instruction set's build of the blocked drivers
+    /// Q4_0, Q4_1, Q5_0, Q8_0: an instruction set's build of the blocked drivers
     /// with its fused kernels inlined, and that build's level.
     Fused(BlockedRowsFn, Level),
-    /// Q4_1, Q5_0, Q8_0 in portable Rust: the blocked driver with this
+    /// Q4_0, Q4_1, Q5_0, Q8_0 in portable Rust: the blocked driver with this
     /// split chunk kernel.
     Split(ChunkFn),
     /// Q4_K, Q5_K, Q6_K: the K-quant tile driver with these kernels.
@@ -95,7 +96,9 @@ fn fused_rows(ty: GgmlType, path: KernelPath, cpu: Level) -> Option<(BlockedRows
     };
     match cpu.min(widest) {
         Level::Portable => None,
-        Level::Avx512Vnni => x86::blocked::vnni_rows(ty).map(|f| (f, Level::Avx512Vnni)),
+        Level::Avx512Vnni => x86::blocked::vnni_rows(ty)
+            .map(|f| (f, Level::Avx512Vnni))
+            .or_else(|| x86::blocked::avx2_rows(ty).map(|f| (f, Level::Avx2))),
         Level::Avx2 | Level::Avx512 => x86::blocked::avx2_rows(ty).map(|f| (f, Level::Avx2)),
     }
 }

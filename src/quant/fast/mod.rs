@@ -53,7 +53,7 @@ mod wide;
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
 mod x86;
 
-pub use chunk::{LIM_Q4_1_D, LIM_Q4_1_M, LIM_Q5_0_D, LIM_Q8_0_D, ROW_GROUP};
+pub use chunk::{LIM_Q4_0_D, LIM_Q4_1_D, LIM_Q4_1_M, LIM_Q5_0_D, LIM_Q8_0_D, ROW_GROUP};
 pub use dispatch::KernelPath;
 pub use fused::WIDE_GROUPS;
 pub use wide::WIDE_MIN_ROWS;

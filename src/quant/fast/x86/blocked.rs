@@ -1,5 +1,5 @@
 //! The fused Q4_1 / Q5_0 / Q8_0 chunk kernels of the blocked matmul,
-//! hand-written in AVX2 and AVX-512 VNNI intrinsics (x86-64, feature `std`),
+//! hand-written in AVX2 and AVX-512 VNNI intrinsics (Q4_0: AVX2 only) (x86-64, feature `std`),
 //! as ggml keeps `arch/x86/quants.c` beside its portable `quants.c`, and
 //! each instruction set's build of the blocked drivers with them inlined
 //! ([`avx2_rows`], [`vnni_rows`]: handed out where the CPU runs them;
@@ -17,7 +17,7 @@
 //! unsigned bytes (Q4_1: nibbles `q`; Q8_0: `|x|` with the sign moved onto the
 //! activation by `vpsignb`; Q5_0: its values `q - 16` in `-16..=15` decoded to
 //! signed bytes — nibbles, plus `0x10` where the block's `qh` bit is set,
-//! minus 16 — then as Q8_0), `vpmaddubsw` against the 32 activation bytes
+//! minus 16 — then as Q8_0; Q4_0: its nibbles minus 8, then as Q8_0), `vpmaddubsw` against the 32 activation bytes
 //! (pairs of products, `|pair| ≤ 2·128·127 < 2^15`, never saturating because
 //! activations are in `-127..=127`), then the four rows' block sums: Q8_0
 //! after `vpmaddwd` by ones to `i32` lanes, by an unpack-and-add tree; Q4_1,
@@ -68,7 +68,9 @@ use crate::quant::GgmlType;
 use crate::quant::act::{ActScale, CHUNK_BLOCKS, ChunkScale};
 use crate::quant::block::QK;
 use crate::quant::fast::blocked::{BlockedRowsFn, blocked_rows, groups_single_input};
-use crate::quant::fast::chunk::{LIM_Q4_1_D, LIM_Q4_1_M, LIM_Q5_0_D, LIM_Q8_0_D, ROW_GROUP};
+use crate::quant::fast::chunk::{
+    LIM_Q4_0_D, LIM_Q4_1_D, LIM_Q4_1_M, LIM_Q5_0_D, LIM_Q8_0_D, ROW_GROUP,
+};
 use crate::quant::fast::fused::{
     ACT_TILE, ActTile, ChunkSums, FusedChunkKernel, WIDE_GROUPS, WIDE_ROWS, WIDE_TILE, WideTileOut,
 };
@@ -87,6 +89,8 @@ trait Format {
     /// Q5_0 (signed 5-bit values from nibbles and a `qh` word) rather than
     /// Q8_0 (signed bytes as stored).
     const IS_Q5_0: bool;
+    /// Q4_0 (signed 4-bit values `q - 8` from nibbles; AVX2 only).
+    const IS_Q4_0: bool = false;
     /// Bytes per block.
     const BLOCK_BYTES: usize;
     /// Largest relative shift of a `d` term (`super::super`'s table).
@@ -126,8 +130,20 @@ impl Format for Q5_0Blocks {
     const LIM_D: u32 = LIM_Q5_0_D;
 }
 
+/// Q4_0 blocks: `f16 d; u8 qs[16]`.
+#[allow(non_camel_case_types)]
+enum Q4_0Blocks {}
+
+impl Format for Q4_0Blocks {
+    const IS_Q4_1: bool = false;
+    const IS_Q5_0: bool = false;
+    const IS_Q4_0: bool = true;
+    const BLOCK_BYTES: usize = 18;
+    const LIM_D: u32 = LIM_Q4_0_D;
+}
+
 /// The AVX2 build of the blocked-matmul drivers with `ty`'s fused kernels
-/// built in, if `ty` has them (Q4_1, Q5_0, Q8_0) and this CPU runs
+/// built in, if `ty` has them (Q4_0, Q4_1, Q5_0, Q8_0) and this CPU runs
 /// [`Level::Avx2`] (the drivers inline the cell rounding, which uses BMI1/2
 /// and LZCNT, part of that level).
 pub(in crate::quant::fast) fn avx2_rows(ty: GgmlType) -> Option<BlockedRowsFn> {
@@ -138,12 +154,13 @@ pub(in crate::quant::fast) fn avx2_rows(ty: GgmlType) -> Option<BlockedRowsFn> {
         GgmlType::Q4_1 => Some(avx2_entry::<Q4_1Blocks>),
         GgmlType::Q8_0 => Some(avx2_entry::<Q8_0Blocks>),
         GgmlType::Q5_0 => Some(avx2_entry::<Q5_0Blocks>),
+        GgmlType::Q4_0 => Some(avx2_entry::<Q4_0Blocks>),
         _ => None,
     }
 }
 
 /// [`avx2_rows`] for the AVX-512 VNNI build (`vpdpbusd`), if this CPU runs
-/// [`Level::Avx512Vnni`].
+/// [`Level::Avx512Vnni`] (Q4_1, Q5_0, Q8_0; Q4_0 has the AVX2 build only).
 pub(in crate::quant::fast) fn vnni_rows(ty: GgmlType) -> Option<BlockedRowsFn> {
     if crate::simd::level() < Level::Avx512Vnni {
         return None;
@@ -593,7 +610,7 @@ fn prefetch_next_group<F: Format>(base_ptr: *const u8, rb: usize, blk: usize) {
 /// The four weight rows' bytes of block `blk` (rows at stride `rb` from
 /// `base_ptr`), decoded once for a whole tile of input rows as
 /// [`block_dots4_avx2`] takes them: Q4_1 nibbles as unsigned bytes (and no
-/// signs); Q5_0 and Q8_0 the magnitudes of their signed values, and the
+/// signs); Q4_0, Q5_0 and Q8_0 the magnitudes of their signed values, and the
 /// values themselves, whose signs move onto the activations.
 ///
 /// # Safety
@@ -625,7 +642,15 @@ unsafe fn block_weights_avx2<F: Format>(
         )
     } else {
         let ld = |r: usize| {
-            if F::IS_Q5_0 {
+            if F::IS_Q4_0 {
+                // SAFETY: at(r, 2) + 16 = at(r, bs), inside the allocation
+                // (the caller's bound).
+                let qs = unsafe {
+                    _mm256_broadcastsi128_si256(_mm_loadu_si128(base_ptr.add(at(r, 2)).cast()))
+                };
+                let nib = _mm256_and_si256(_mm256_srlv_epi32(qs, nib_shift), mask);
+                _mm256_sub_epi8(nib, _mm256_set1_epi8(8))
+            } else if F::IS_Q5_0 {
                 // SAFETY: at(r, 6) + 16 = at(r, bs), and at(r, 2) + 4 ≤
                 // at(r, bs) for the `qh` word: inside the allocation (the
                 // caller's bound).
