@@ -23,6 +23,9 @@
 # IK_LLAMA_BENCH: the llama-bench binary of an ik_llama.cpp build (llama.cpp's CPU-speed fork;
 # `cmake -B build -DGGML_NATIVE=ON && cmake --build build --target llama-bench` in its source tree),
 # which adds its columns to the table, run in the same rounds with run-time repacking (-rtr 1).
+# LLAMA_BATCHED_BENCH: llama.cpp's llama-batched-bench (`source scripts/lib.sh; llamacpp_tool
+# llama-batched-bench` builds it), which adds llama.cpp's 8-sequence aggregate decode (its S_TG
+# at -npl 8, same prompt and generation lengths) beside detllm's batch 8, in the same rounds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo="$(pwd)"
@@ -74,6 +77,13 @@ for r in $(seq 1 "$rounds"); do
         echo "round $r/$rounds: ik_llama.cpp" >&2
         "$IK_LLAMA_BENCH" -m "$model" -p "$n_prompt" -n "$gen" -t 1,2 -r 1 -rtr 1 -o json 2>/dev/null >"$tmp/ik-$r.json"
     fi
+    if [ -n "${LLAMA_BATCHED_BENCH:-}" ]; then
+        echo "round $r/$rounds: llama.cpp batched" >&2
+        for t in 1 2; do
+            "$LLAMA_BATCHED_BENCH" -m "$model" -c $((8 * (n_prompt + gen) + 64)) -npp "$n_prompt" -ntg "$gen" \
+                -npl 8 -t "$t" --output-format jsonl 2>/dev/null | grep '^{' >>"$tmp/batched.jsonl"
+        done
+    fi
     echo "round $r/$rounds: detllm" >&2
     for t in 1 2; do
         "$bin" bench --model "$model" --threads "$t" --prompt-tokens "$n_prompt" --gen-tokens "$gen" --json >>"$tmp/detllm.jsonl"
@@ -105,7 +115,13 @@ for key, name in (("prefill_tok_s", "prefill tok/s"), ("decode_tok_s", "decode b
     ik_cols = f"{best(ik, key, threads=1):>14.1f}{best(ik, key, threads=2):>14.1f}" if ik else ""
     print(f"{name:24}{l1:>14.1f}{l2:>14.1f}{d1:>12.1f}{d2:>12.1f}{ik_cols}")
 a1, a2 = best(det, "aggregate_tok_s", threads=1, batch=8), best(det, "aggregate_tok_s", threads=2, batch=8)
-print(f"{'aggregate b8 tok/s':24}{'':>14}{'':>14}{a1:>12.1f}{a2:>12.1f}")
+batched_path = os.path.join(sys.argv[5], "batched.jsonl")
+batched = ([{"threads": int(r["n_threads"]), "aggregate_tok_s": float(r["speed_tg"])}
+            for r in map(json.loads, open(batched_path)) if int(r["pl"]) == 8]
+           if os.path.exists(batched_path) else [])
+b1, b2 = (best(batched, "aggregate_tok_s", threads=t) for t in (1, 2)) if batched else ("", "")
+fmt = lambda v: f"{v:>14.1f}" if v != "" else f"{'':>14}"
+print(f"{'aggregate b8 tok/s':24}{fmt(b1)}{fmt(b2)}{a1:>12.1f}{a2:>12.1f}")
 ratio = lambda k, src, b=None: max(best(src, k, threads=t, **({} if b is None else {"batch": b})) for t in (1, 2))
 dec = ratio("decode_tok_s", det, 1) / ratio("decode_tok_s", llama)
 pre = ratio("prefill_tok_s", det, 1) / ratio("prefill_tok_s", llama)
@@ -120,6 +136,9 @@ if ik:
     for k, what in (("decode_tok_s", "decode batch 1"), ("prefill_tok_s", "prefill")):
         print(f"{what}, best threads: detllm/ik_llama.cpp = {ratio(k, det, 1) / ratio(k, ik):.2f}x")
 print(f"aggregate decode batch 8 / detllm batch 1 = {agg:.2f}x   (target >= 3.0)")
+if batched:
+    print(f"aggregate decode batch 8, best threads: detllm/llama.cpp batched = {max(a1, a2) / max(b1, b2):.2f}x"
+          f"   (target >= 1.5)")
 for b in (1, 8):
     r = [x for x in det if x["batch"] == b][0]
     rss = max(x["peak_rss_bytes"] for x in det if x["batch"] == b)

@@ -31,6 +31,7 @@ import math
 import os
 import re
 import shlex
+import signal
 import socket
 import subprocess
 import sys
@@ -136,6 +137,7 @@ def main():
         servers = {"plain": LlamaServer(a.llama_server, model, a.threads, []),
                    "spec": LlamaServer(a.llama_server, model, a.threads, llama_extra)}
         atexit.register(lambda: [srv.close() for srv in servers.values()])
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # so atexit stops the servers
     for _ in range(a.rounds):
         for prompt in prompts:
             order = [("plain", []), ("spec", extra)]
