@@ -36,6 +36,11 @@
 //! non-zero `f16` scales `wbase` ([`ChunkWeights`]), per input row its
 //! chunk's `dbase` (its `ChunkScale`; `drel_j = ash_j − dbase`).
 //!
+//! With one input row the kernel asks the cache for the bytes
+//! [`PREFETCH_AHEAD`] past each super-block it decodes (the rows of a call
+//! are contiguous): the hardware prefetcher alone left the loop waiting on
+//! memory.
+//!
 //! ## Why it is exact
 //!
 //! Within the chunk limits (weight spread `≤ CHUNK_WLIM`, weight plus
@@ -87,7 +92,8 @@ use core::arch::x86_64::*;
 
 /// Super-blocks of input-row terms a decode kernel holds, and so of the
 /// longest input row it takes (65536 elements; the terms, [`ActSuper`],
-/// 160 bytes each, live on the stack: 40 KiB).
+/// 160 bytes each, live on the stack: 40 KiB, or 10 KiB where a pass's
+/// terms fit [`FEW_TERMS`]).
 pub const MAX_TERMS: usize = 256;
 
 // A chunk of super-blocks is one activation chunk: `drel` and `ChunkScale`
@@ -215,16 +221,20 @@ fn min_max_u32(lo: __m256i, hi: __m256i) -> (u32, u32) {
 fn chunk_weights<const B: usize, const Q4: bool>(blks: &[[u8; B]]) -> ChunkWeights {
     // Straight into lanes: through a stack array, the four 32-bit stores
     // and the wider load missed store forwarding (a stall per chunk).
-    let word = |i: usize| {
-        blks.get(i).map_or(0, |b| {
-            if Q4 {
-                i32::from_le_bytes([b[0], b[1], b[2], b[3]])
-            } else {
-                u16::from_le_bytes([b[208], b[209]]) as i32
-            }
-        })
+    let word = |b: &[u8; B]| {
+        if Q4 {
+            i32::from_le_bytes([b[0], b[1], b[2], b[3]])
+        } else {
+            u16::from_le_bytes([b[208], b[209]]) as i32
+        }
     };
-    let w = _mm_setr_epi32(word(0), word(1), word(2), word(3));
+    // A whole chunk without a bounds test per word (the chain of tests
+    // of `get` stood in the loop of every chunk).
+    let words: [i32; 4] = match blks {
+        [b0, b1, b2, b3] => [word(b0), word(b1), word(b2), word(b3)],
+        _ => core::array::from_fn(|i| blks.get(i).map_or(0, word)),
+    };
+    let w = _mm_setr_epi32(words[0], words[1], words[2], words[3]);
     let h = if Q4 {
         _mm256_cvtepu16_epi32(w)
     } else {
@@ -444,13 +454,37 @@ fn decode_rows<const B: usize, const Q6: bool, const G: usize>(
     if !fits {
         return false;
     }
+    // The terms array is set up (zeroed) on every call: a small one where
+    // the pass's terms fit it (every row up to 16384 elements at M = 1).
+    if G.min(m) * n <= FEW_TERMS {
+        decode_passes::<B, Q6, G, FEW_TERMS>((rows, n), acts, (out, stride, col), row);
+    } else {
+        decode_passes::<B, Q6, G, MAX_TERMS>((rows, n), acts, (out, stride, col), row);
+    }
+    true
+}
+
+/// Input-row terms of the small terms array of [`decode_rows`] (10 KiB).
+const FEW_TERMS: usize = 64;
+
+/// [`decode_rows`] past its checks (rows of `n` super-blocks, `out` of
+/// `stride` cells a row), the terms of each pass in an array of `T`
+/// ([`FEW_TERMS`] or [`MAX_TERMS`]).
+#[target_feature(enable = "avx2")]
+#[inline]
+fn decode_passes<const B: usize, const Q6: bool, const G: usize, const T: usize>(
+    (rows, n): (&[u8], usize),
+    acts: &[ActRow<'_>],
+    (out, stride, col): (&mut [F32], usize, usize),
+    row: impl Fn(&[u8], &[ActRow<'_>], &[ActSuper]) -> [ExactAcc; G],
+) {
     let z = _mm256_setzero_si256();
     let mut terms = [ActSuper {
         am: z,
         rel: [z; 2],
         x: [z; 2],
-    }; MAX_TERMS];
-    let per = G.min(MAX_TERMS / n);
+    }; T];
+    let per = G.min(T / n).max(1);
     for (p, pass) in acts.chunks(per).enumerate() {
         for (k, a) in pass.iter().enumerate() {
             for b in 0..n {
@@ -465,7 +499,6 @@ fn decode_rows<const B: usize, const Q6: bool, const G: usize>(
             }
         }
     }
-    true
 }
 
 /// One weight row `row` (whole `B`-byte super-blocks; `Q4`: Q4_K, else
@@ -551,11 +584,29 @@ fn decode_row_one<const B: usize, const Q4: bool, W>(
         };
         let mut s = _mm256_setzero_si256();
         for (i, ((blk, yq), t)) in bc.iter().zip(yc).zip(tc).enumerate() {
+            prefetch_ahead::<B>(blk);
             s = _mm256_add_epi64(s, dot(&weights(blk, &w, i), yq, t));
         }
         acc.sum += shl63(lanes_i128(s), shift);
     }
     acc
+}
+
+/// Bytes ahead of the super-block being decoded that [`prefetch_ahead`]
+/// asks the cache for.
+const PREFETCH_AHEAD: usize = 1536;
+
+/// Prefetches the bytes [`PREFETCH_AHEAD`] past super-block `blk`, one
+/// super-block's worth (`B` bytes, a line per 64): the weight rows of a
+/// call are contiguous, so these are the super-blocks decoded next (or past
+/// the call's rows: a prefetch never faults).
+#[target_feature(enable = "avx2")]
+#[inline]
+fn prefetch_ahead<const B: usize>(blk: &[u8; B]) {
+    let p = blk.as_ptr().wrapping_add(PREFETCH_AHEAD);
+    for o in (0..B).step_by(64) {
+        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(o).cast());
+    }
 }
 
 /// One Q4_K weight row against up to `G` input rows ([`decode_row`] with
