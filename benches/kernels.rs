@@ -262,7 +262,7 @@ fn bench(c: &mut Criterion) {
 }
 
 /// The K-quant one-input-row (decode) kernels in weight bytes per second,
-/// to set against `benches/stream.rs`'s plain streaming read: Q4_K and
+/// to set against `benches/stream.rs`'s plain streaming read: Q4_K, Q5_K and
 /// Q6_K at M = 1 over Qwen2.5-1.5B's FFN shapes (1536 → 8960, 8960 →
 /// 1536), the best path (`auto`) and the portable body (`portable`), one
 /// thread. Each iteration takes the next of [`STREAM_COPIES`] copies of the
@@ -276,7 +276,12 @@ fn bench_kquant_m1(c: &mut Criterion) {
     g.warm_up_time(Duration::from_millis(500))
         .measurement_time(Duration::from_secs(2))
         .sample_size(10);
-    for (ty, name) in [(GgmlType::Q4_K, "q4_k"), (GgmlType::Q6_K, "q6_k")] {
+    let formats = [
+        (GgmlType::Q4_K, "q4_k"),
+        (GgmlType::Q5_K, "q5_k"),
+        (GgmlType::Q6_K, "q6_k"),
+    ];
+    for (ty, name) in formats {
         for (n_in, n_out) in [(1536usize, 8960usize), (8960, 1536)] {
             let copies: Vec<Vec<u8>> = (0..STREAM_COPIES)
                 .map(|_| weights(ty, n_in, n_out, &mut rng))

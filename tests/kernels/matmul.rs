@@ -21,7 +21,8 @@
 //! tiles, by up to 32 input rows, reported as that build), and with one
 //! input row (or any number on a build without the VNNI tile) every
 //! weight row through the x86 decode kernel (counted in
-//! `RowsRun::tiled_rows` too). Q4_1, Q5_0 and
+//! `RowsRun::tiled_rows` too); Q5_K, which has no tile kernel, every
+//! weight row through its decode kernel with any number. Q4_1, Q5_0 and
 //! Q8_0 on `Auto` with AVX-512 VNNI and at least `WIDE_MIN_ROWS` input rows
 //! run whole wide groups (`WIDE_GROUPS` row groups) through the wide kernel
 //! (asserted as `RowsRun::tiled_rows`). For the formats without a
@@ -31,8 +32,8 @@
 use crate::support;
 
 use detllm::quant::fast::kquant::{
-    CHUNK_LIM_Q4_K, CHUNK_LIM_Q6_K, CHUNK_SUPERS, CHUNK_WLIM_Q4_K, CHUNK_WLIM_Q6_K, DECODE_ROWS,
-    TILE,
+    CHUNK_LIM_Q4_K, CHUNK_LIM_Q5_K, CHUNK_LIM_Q6_K, CHUNK_SUPERS, CHUNK_WLIM_Q4_K, CHUNK_WLIM_Q5_K,
+    CHUNK_WLIM_Q6_K, DECODE_ROWS, TILE,
 };
 use detllm::quant::fast::{
     KernelPath, ROW_GROUP, RowsRun, WIDE_GROUPS, WIDE_MIN_ROWS, rows_kernel_with,
@@ -175,12 +176,13 @@ fn expected_run(ty: GgmlType, path: KernelPath, n_rows: usize, m: usize) -> Rows
         && level() == Level::Avx512Vnni
         && m >= WIDE_MIN_ROWS;
     // Q4_K and Q6_K on a SIMD build with one input row, or any number
-    // without the VNNI tile: every row through the decode kernel.
+    // without the VNNI tile, and Q5_K (no VNNI tile) with any number:
+    // every row through the decode kernel.
     let vnni = path == KernelPath::Auto && level() == Level::Avx512Vnni;
-    let decode = matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K)
+    let decode = matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K)
         && build >= Level::Avx2
         && blocked_rows > 0
-        && (m == 1 || !vnni);
+        && (m == 1 || !vnni || ty == GgmlType::Q5_K);
     let tiled_rows = if tiled {
         n_rows / TILE * TILE
     } else if decode {
@@ -407,8 +409,9 @@ fn batches_beyond_one_pass_agree() {
     }
 }
 
-/// Q4_K and Q6_K matrices of more than one block of the decode driver's
-/// weight rows (61 rows of 2048 values: 70 KB and 102 KB, blocks of 64 KiB)
+/// Q4_K, Q5_K and Q6_K matrices of more than one block of the decode
+/// driver's weight rows (61 rows of 2048 values: 70, 86 and 102 KB, blocks
+/// of 64 KiB)
 /// against 37 or 17 input rows (calls of `DECODE_ROWS`: 16, 16 and 5
 /// columns; 16 and 1), all the rows in one call (the seeds split them at
 /// 0 and at 61), model-like and wild scales: every path agrees with the
@@ -419,7 +422,7 @@ fn kquant_decode_blocks_agree() {
     let (m3, m2) = (2 * DECODE_ROWS + 5, DECODE_ROWS + 1);
     for (seed, m) in [(62u64, m3), (123, m2), (124, m2), (61, m3)] {
         for (ti, ty) in TYPES.iter().enumerate() {
-            if matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K) {
+            if matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K) {
                 check(seed, ti, 64, 61, m, seed % 2 == 0);
             }
         }
@@ -586,7 +589,7 @@ fn kquant_extreme_blocks_agree() {
     }
 }
 
-/// The VNNI tile's `i64` chunk sums at their limits: Q4_K and Q6_K rows
+/// The VNNI tile's `i64` chunk sums at their limits: Q4_K, Q5_K and Q6_K rows
 /// at the integer extremes ([`chunk_weights`]) whose scale shifts spread
 /// `ws` binades over each chunk of four super-blocks, against activations
 /// whose block scales spread `asp` binades within each chunk, all
@@ -595,11 +598,13 @@ fn kquant_extreme_blocks_agree() {
 /// and one past `CHUNK_LIM_*` (the `i64` lane, whose eight terms then
 /// pass 2^63). Within the limits the chunk sum, beyond them the
 /// per-super-block path; the reference and every path agree. With one
-/// input row the decode kernel takes the same chunk sums (same limits).
+/// input row the decode kernel takes the same chunk sums (same limits);
+/// Q5_K (no VNNI tile) goes through the decode kernel with any number.
 #[test]
 fn kquant_chunk_limits_agree() {
     let formats = [
         (GgmlType::Q4_K, CHUNK_WLIM_Q4_K, CHUNK_LIM_Q4_K),
+        (GgmlType::Q5_K, CHUNK_WLIM_Q5_K, CHUNK_LIM_Q5_K),
         (GgmlType::Q6_K, CHUNK_WLIM_Q6_K, CHUNK_LIM_Q6_K),
     ];
     for (ty, wlim, lim) in formats {
@@ -633,8 +638,8 @@ fn kquant_chunk_limits_agree() {
     }
 }
 
-/// `n_out` rows of `ty` (Q4_K or Q6_K) at the integer extremes against
-/// activations all 127: Q4_K every nibble 15 and every 6-bit scale and
+/// `n_out` rows of `ty` (Q4_K, Q5_K or Q6_K) at the integer extremes against
+/// activations all 127: Q4_K every nibble 15 (Q5_K every value 31) and every 6-bit scale and
 /// min 63, `dmin` at shift 5 and `d` at shift `5 + ws` (so each chunk's
 /// weight spread is `ws`); Q6_K every value -32 and every scale -128, `d`
 /// at shift 5 in each chunk's first super-block and `5 + ws` in the
@@ -647,7 +652,7 @@ fn chunk_weights(ty: GgmlType, n_in: usize, n_out: usize, ws: u32) -> Vec<u8> {
     for (r, row) in wb.chunks_mut(rb).enumerate() {
         let neg = r % 3 == 2;
         for (b, blk) in row.chunks_mut(ty.type_size()).enumerate() {
-            if ty == GgmlType::Q4_K {
+            if matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K) {
                 blk[0..2].copy_from_slice(&f16_at(5 + ws, neg).to_le_bytes());
                 blk[2..4].copy_from_slice(&f16_at(5, false).to_le_bytes());
                 blk[4..].fill(0xFF);
@@ -690,7 +695,7 @@ fn chunk_inputs(m: usize, n_in: usize, asp: u32) -> Vec<F32> {
 /// reports the VNNI tile's build.
 #[test]
 fn kquant_short_input_rows_go_to_dot_row() {
-    for ty in [GgmlType::Q4_K, GgmlType::Q6_K] {
+    for ty in [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K] {
         let (n_in, n_out, m) = (512, 9, 10);
         let mut rng = Rng(5);
         let wb = weights(&mut rng, ty, n_in, n_out, false);
@@ -714,14 +719,14 @@ fn kquant_short_input_rows_go_to_dot_row() {
     }
 }
 
-/// Q4_K and Q6_K rows longer than the decode kernel takes (one super-block
+/// Q4_K, Q5_K and Q6_K rows longer than the decode kernel takes (one super-block
 /// past `MAX_TERMS`, 256) and at its limit, against one input row: past
 /// it every row goes through the row kernel (no row counted as the decode
 /// kernel's), at it through the decode kernel; the cells equal the
 /// reference either way.
 #[test]
 fn kquant_decode_row_length_limit() {
-    for ty in [GgmlType::Q4_K, GgmlType::Q6_K] {
+    for ty in [GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K] {
         for (supers, decoded) in [(256usize, true), (257, false)] {
             let (n_in, n_out) = (256 * supers, 6);
             let mut rng = Rng(supers as u64);

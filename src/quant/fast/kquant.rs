@@ -76,6 +76,11 @@ pub const CHUNK_SUPERS: usize = 4;
 pub const CHUNK_WLIM_Q4_K: u32 = 14;
 /// Largest weight plus activation shift spread of a Q4_K chunk sum.
 pub const CHUNK_LIM_Q4_K: u32 = 16;
+/// [`CHUNK_WLIM_Q4_K`] for Q5_K (the same weight factors).
+pub const CHUNK_WLIM_Q5_K: u32 = 14;
+/// [`CHUNK_LIM_Q4_K`] for Q5_K: one less, its sub-block sums reaching
+/// `32·31·127` where Q4_K's reach `32·15·127`.
+pub const CHUNK_LIM_Q5_K: u32 = 15;
 /// [`CHUNK_WLIM_Q4_K`] for Q6_K's `d` (`dm·am` shifted within an `i32`).
 pub const CHUNK_WLIM_Q6_K: u32 = 9;
 /// [`CHUNK_LIM_Q4_K`] for Q6_K.
@@ -343,10 +348,10 @@ pub(crate) type RowFn = fn(&[u8], &ActRow<'_>) -> ExactAcc;
 /// `out` (rows, a stride of `out.len() / rows` cells, at least `col + M`)
 /// set to the row kernel's sum rounded once ([`ExactAcc::finish`]), the
 /// other cells untouched; `false`, nothing written, for input rows it does
-/// not take or a shape that does not match (the x86 Q4_K and Q6_K builds).
+/// not take or a shape that does not match (the x86 Q4_K, Q5_K and Q6_K builds).
 pub(crate) type DecodeFn = fn(&[u8], &[ActRow<'_>], &mut [F32], usize) -> bool;
 
-/// Most input rows an x86 Q4_K / Q6_K decode kernel call takes; the
+/// Most input rows an x86 Q4_K / Q5_K / Q6_K decode kernel call takes; the
 /// driver gives it more, where there is no VNNI tile, in calls of this
 /// many.
 pub const DECODE_ROWS: usize = 16;

@@ -74,8 +74,8 @@ pub struct RowsRun {
     pub build: Level,
     /// Of `blocked_rows`, the Q4_K / Q6_K weight rows done by the x86 tile
     /// kernel, [`kquant::TILE`] at a time (several input rows, every input
-    /// row well-formed), or by the x86 decode kernel (one input row,
-    /// well-formed: every row), or the Q4_1 / Q5_0 / Q8_0 rows done by the VNNI build's
+    /// row well-formed), or by the x86 Q4_K / Q5_K / Q6_K decode kernel (one
+    /// input row, well-formed: every row), or the Q4_1 / Q5_0 / Q8_0 rows done by the VNNI build's
     /// wide kernel, [`WIDE_GROUPS`]·[`ROW_GROUP`] at a time (at least
     /// [`WIDE_MIN_ROWS`] input rows); 0 elsewhere.
     pub tiled_rows: usize,

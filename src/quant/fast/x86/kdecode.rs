@@ -1,4 +1,4 @@
-//! The x86 decode kernels of Q4_K and Q6_K (x86-64, feature `std`): every
+//! The x86 decode kernels of Q4_K, Q5_K and Q6_K (x86-64, feature `std`): every
 //! weight row of a call against one input row (M = 1), or a few (batched
 //! decode, and prefill without a VNNI tile: up to [`kquant::DECODE_ROWS`]
 //! a call, in passes of up to [`GROUP`]: each weight super-block decoded
@@ -10,7 +10,7 @@
 //! super-blocks) and input rows `acts` (each with its `qs`, `sc` and `ch`
 //! as long as the rows), a [`kquant::DecodeFn`] sets each cell `(row, col +
 //! j)` of `out` (as many rows as `rows`, of `out.len() / rows` cells) to
-//! `q4_k_row(row, acts[j]).finish()` (`q6_k_row`), the same bits as
+//! `q4_k_row(row, acts[j]).finish()` (`q5_k_row`, `q6_k_row`), the same bits as
 //! [`crate::quant::dot::dot_row`], and no other cell; it returns `false`,
 //! writing nothing, for input rows it does not take (more than
 //! `DECODE_ROWS`, one longer than [`MAX_TERMS`] super-blocks, or lengths
@@ -36,6 +36,11 @@
 //! non-zero `f16` scales `wbase` ([`ChunkWeights`]), per input row its
 //! chunk's `dbase` (its `ChunkScale`; `drel_j = ash_j − dbase`).
 //!
+//! With one input row the kernel asks the cache for the bytes
+//! [`PREFETCH_AHEAD`] past each super-block it decodes (the rows of a call
+//! are contiguous): the hardware prefetcher alone left the loop waiting on
+//! memory.
+//!
 //! ## Why it is exact
 //!
 //! Within the chunk limits (weight spread `≤ CHUNK_WLIM`, weight plus
@@ -49,6 +54,10 @@
 //!   4064·2047 < 2^23` (`vpmulld`), the weight factors `≤ 63·2047·2^14 <
 //!   2^31` (`vpmulld`), their products by `vpmuldq`; a term is at most
 //!   `(60960 + 4064)·63·2047²·2^16 < 2^59.97`.
+//! * Q5_K (the same, values `0..=31` by [`q5_k_weights`]): `sumq·am ≤
+//!   125984·2047 < 2^28`; a term is at most `(125984 + 4064)·63·2047²·
+//!   2^15 < 2^59.97` within [`kquant::CHUNK_LIM_Q5_K`] 15 (at 16 eight
+//!   of them could pass 2^63), [`kquant::CHUNK_WLIM_Q5_K`] 14 as Q4_K's.
 //! * Q6_K ([`q6_k_super`]): `(sumi·((dm << wrel)·am)) << drel`: `|sumi| <
 //!   2^24`, `(dm << wrel)·am ≤ 2047²·2^9 < 2^31` (`vpmulld`); a term is at
 //!   most `2^24·2^22·2^14 = 2^60`.
@@ -60,7 +69,8 @@
 //! `0..=63`: [`shl63`]). Integer addition being associative, that is the
 //! row kernel's integer. Beyond the limits (rare: a spread of 2^14
 //! within 1024 elements) that row's chunk goes through the row kernel's
-//! body ([`q4_k_rows_vec`], [`q6_k_rows_vec`]) and its sum is added.
+//! body ([`q4_k_rows_vec`], [`kquant::q5_k_row`], [`q6_k_rows_vec`]) and
+//! its sum is added.
 //!
 //! ## Unsafe review
 //! * Every `unsafe` block is a call of a `#[target_feature]` function, made
@@ -87,18 +97,20 @@ use core::arch::x86_64::*;
 
 /// Super-blocks of input-row terms a decode kernel holds, and so of the
 /// longest input row it takes (65536 elements; the terms, [`ActSuper`],
-/// 160 bytes each, live on the stack: 40 KiB).
+/// 160 bytes each, live on the stack: 40 KiB, or 10 KiB where a pass's
+/// terms fit [`FEW_TERMS`]).
 pub const MAX_TERMS: usize = 256;
 
 // A chunk of super-blocks is one activation chunk: `drel` and `ChunkScale`
 // are relative to it.
 const _: () = assert!(CHUNK_SUPERS * QK_K == CHUNK_BLOCKS * QK);
 
-/// Bytes of a Q4_K and of a Q6_K super-block.
+/// Bytes of a Q4_K, a Q5_K and a Q6_K super-block.
 const Q4_K_BYTES: usize = 144;
+const Q5_K_BYTES: usize = 176;
 const Q6_K_BYTES: usize = 210;
 
-/// The AVX2 decode kernel of Q4_K or Q6_K if this CPU runs [`Level::Avx2`];
+/// The AVX2 decode kernel of Q4_K, Q5_K or Q6_K if this CPU runs [`Level::Avx2`];
 /// `None` for other formats.
 pub(in crate::quant::fast) fn avx2(ty: GgmlType) -> Option<kquant::DecodeFn> {
     if crate::simd::level() < Level::Avx2 {
@@ -106,6 +118,7 @@ pub(in crate::quant::fast) fn avx2(ty: GgmlType) -> Option<kquant::DecodeFn> {
     }
     match ty {
         GgmlType::Q4_K => Some(q4_k_decode_avx2_entry),
+        GgmlType::Q5_K => Some(q5_k_decode_avx2_entry),
         GgmlType::Q6_K => Some(q6_k_decode_avx2_entry),
         _ => None,
     }
@@ -119,6 +132,7 @@ pub(in crate::quant::fast) fn avx512(ty: GgmlType) -> Option<kquant::DecodeFn> {
     }
     match ty {
         GgmlType::Q4_K => Some(q4_k_decode_avx512_entry),
+        GgmlType::Q5_K => Some(q5_k_decode_avx512_entry),
         GgmlType::Q6_K => Some(q6_k_decode_avx512_entry),
         _ => None,
     }
@@ -204,7 +218,7 @@ fn min_max_u32(lo: __m256i, hi: __m256i) -> (u32, u32) {
 }
 
 /// The [`ChunkWeights`] of the super-blocks `blks` (at most
-/// [`CHUNK_SUPERS`]; `Q4`: Q4_K's `d` and `dmin` at bytes 0 and 2, else
+/// [`CHUNK_SUPERS`]; `Q4`: Q4_K's (Q5_K's) `d` and `dmin` at bytes 0 and 2, else
 /// Q6_K's `d` at 208): the `f16`s decoded in `i32` lanes as
 /// [`f16_fixed`](crate::quant::fixed::f16_fixed) does
 /// (`mant = frac | 0x400` unless the exponent field `e` is 0, `sh =
@@ -215,16 +229,20 @@ fn min_max_u32(lo: __m256i, hi: __m256i) -> (u32, u32) {
 fn chunk_weights<const B: usize, const Q4: bool>(blks: &[[u8; B]]) -> ChunkWeights {
     // Straight into lanes: through a stack array, the four 32-bit stores
     // and the wider load missed store forwarding (a stall per chunk).
-    let word = |i: usize| {
-        blks.get(i).map_or(0, |b| {
-            if Q4 {
-                i32::from_le_bytes([b[0], b[1], b[2], b[3]])
-            } else {
-                u16::from_le_bytes([b[208], b[209]]) as i32
-            }
-        })
+    let word = |b: &[u8; B]| {
+        if Q4 {
+            i32::from_le_bytes([b[0], b[1], b[2], b[3]])
+        } else {
+            u16::from_le_bytes([b[208], b[209]]) as i32
+        }
     };
-    let w = _mm_setr_epi32(word(0), word(1), word(2), word(3));
+    // A whole chunk without a bounds test per word (the chain of tests
+    // of `get` stood in the loop of every chunk).
+    let words: [i32; 4] = match blks {
+        [b0, b1, b2, b3] => [word(b0), word(b1), word(b2), word(b3)],
+        _ => core::array::from_fn(|i| blks.get(i).map_or(0, word)),
+    };
+    let w = _mm_setr_epi32(words[0], words[1], words[2], words[3]);
     let h = if Q4 {
         _mm256_cvtepu16_epi32(w)
     } else {
@@ -326,10 +344,59 @@ fn q4_k_weights(blk: &[u8; Q4_K_BYTES], (dmw, nmw): (i32, i32)) -> Q4kSuper {
     }
 }
 
+/// The fifth bit of sub-block `k`'s values (bit `k` of each `qh` byte) at
+/// bit 4 of each byte: `qh` shifted in 16-bit lanes so that bit `k` of
+/// either byte lands on that byte's bit 4, the rest masked off.
+#[target_feature(enable = "avx2")]
+#[inline]
+fn q5_k_high(qh: __m256i, k: usize) -> __m256i {
+    let at4 = match k {
+        0 => _mm256_slli_epi16(qh, 4),
+        1 => _mm256_slli_epi16(qh, 3),
+        2 => _mm256_slli_epi16(qh, 2),
+        3 => _mm256_slli_epi16(qh, 1),
+        4 => qh,
+        5 => _mm256_srli_epi16(qh, 1),
+        6 => _mm256_srli_epi16(qh, 2),
+        _ => _mm256_srli_epi16(qh, 3),
+    };
+    _mm256_and_si256(at4, _mm256_set1_epi8(16))
+}
+
+/// The [`Q4kSuper`] of a Q5_K super-block `blk` (`d`, `dmin` and the
+/// scales where Q4_K has them, `qh` at 16, nibbles at 48) with the weight
+/// factors `(dmw, nmw)`: sub-block `2c` the low nibbles of bytes `48 +
+/// 32c..` with bit `2c` of `qh` above, `2c + 1` the high ones with bit
+/// `2c + 1` (`q5_k_sumq`'s values, `0..=31`).
+#[target_feature(enable = "avx2")]
+#[inline]
+fn q5_k_weights(blk: &[u8; Q5_K_BYTES], (dmw, nmw): (i32, i32)) -> Q4kSuper {
+    let m4 = _mm256_set1_epi8(15);
+    let qh = load32(blk, 16);
+    let mut q = [_mm256_setzero_si256(); 8];
+    for c in 0..4 {
+        let b = load32(blk, 48 + 32 * c);
+        let lo = _mm256_and_si256(b, m4);
+        let hi = _mm256_and_si256(_mm256_srli_epi16(b, 4), m4);
+        q[2 * c] = _mm256_or_si256(lo, q5_k_high(qh, 2 * c));
+        q[2 * c + 1] = _mm256_or_si256(hi, q5_k_high(qh, 2 * c + 1));
+    }
+    let (sc, mn) = q4_k_scales(blk);
+    let wd = _mm256_mullo_epi32(sc, _mm256_set1_epi32(dmw));
+    let wn = _mm256_mullo_epi32(mn, _mm256_set1_epi32(nmw));
+    let odd = |x| _mm256_shuffle_epi32(x, 0xF5);
+    Q4kSuper {
+        q,
+        wd: [wd, odd(wd)],
+        wn: [wn, odd(wn)],
+    }
+}
+
 /// One Q4_K super-block `w` of one weight row against activations `yq`
 /// (256) as chunk-sum lanes: the sub-block sums `sumq_j` by `vpmaddubsw` /
 /// `vpmaddwd` (nibbles `0..=15` times `-127..=127`, pairs at most
-/// `2·15·127`) and [`sum8v`], then the terms of the module header.
+/// `2·15·127`; Q5_K's values `0..=31`, `2·31·127`) and [`sum8v`], then the
+/// terms of the module header.
 #[target_feature(enable = "avx2")]
 #[inline]
 fn q4_k_super(w: &Q4kSuper, yq: &[i8; QK_K], act: &ActSuper) -> __m256i {
@@ -444,13 +511,37 @@ fn decode_rows<const B: usize, const Q6: bool, const G: usize>(
     if !fits {
         return false;
     }
+    // The terms array is set up (zeroed) on every call: a small one where
+    // the pass's terms fit it (every row up to 16384 elements at M = 1).
+    if G.min(m) * n <= FEW_TERMS {
+        decode_passes::<B, Q6, G, FEW_TERMS>((rows, n), acts, (out, stride, col), row);
+    } else {
+        decode_passes::<B, Q6, G, MAX_TERMS>((rows, n), acts, (out, stride, col), row);
+    }
+    true
+}
+
+/// Input-row terms of the small terms array of [`decode_rows`] (10 KiB).
+const FEW_TERMS: usize = 64;
+
+/// [`decode_rows`] past its checks (rows of `n` super-blocks, `out` of
+/// `stride` cells a row), the terms of each pass in an array of `T`
+/// ([`FEW_TERMS`] or [`MAX_TERMS`]).
+#[target_feature(enable = "avx2")]
+#[inline]
+fn decode_passes<const B: usize, const Q6: bool, const G: usize, const T: usize>(
+    (rows, n): (&[u8], usize),
+    acts: &[ActRow<'_>],
+    (out, stride, col): (&mut [F32], usize, usize),
+    row: impl Fn(&[u8], &[ActRow<'_>], &[ActSuper]) -> [ExactAcc; G],
+) {
     let z = _mm256_setzero_si256();
     let mut terms = [ActSuper {
         am: z,
         rel: [z; 2],
         x: [z; 2],
-    }; MAX_TERMS];
-    let per = G.min(MAX_TERMS / n);
+    }; T];
+    let per = G.min(T / n).max(1);
     for (p, pass) in acts.chunks(per).enumerate() {
         for (k, a) in pass.iter().enumerate() {
             for b in 0..n {
@@ -465,7 +556,6 @@ fn decode_rows<const B: usize, const Q6: bool, const G: usize>(
             }
         }
     }
-    true
 }
 
 /// One weight row `row` (whole `B`-byte super-blocks; `Q4`: Q4_K, else
@@ -551,11 +641,29 @@ fn decode_row_one<const B: usize, const Q4: bool, W>(
         };
         let mut s = _mm256_setzero_si256();
         for (i, ((blk, yq), t)) in bc.iter().zip(yc).zip(tc).enumerate() {
+            prefetch_ahead::<B>(blk);
             s = _mm256_add_epi64(s, dot(&weights(blk, &w, i), yq, t));
         }
         acc.sum += shl63(lanes_i128(s), shift);
     }
     acc
+}
+
+/// Bytes ahead of the super-block being decoded that [`prefetch_ahead`]
+/// asks the cache for.
+const PREFETCH_AHEAD: usize = 1536;
+
+/// Prefetches the bytes [`PREFETCH_AHEAD`] past super-block `blk`, one
+/// super-block's worth (`B` bytes, a line per 64): the weight rows of a
+/// call are contiguous, so these are the super-blocks decoded next (or past
+/// the call's rows: a prefetch never faults).
+#[target_feature(enable = "avx2")]
+#[inline]
+fn prefetch_ahead<const B: usize>(blk: &[u8; B]) {
+    let p = blk.as_ptr().wrapping_add(PREFETCH_AHEAD);
+    for o in (0..B).step_by(64) {
+        _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(o).cast());
+    }
 }
 
 /// One Q4_K weight row against up to `G` input rows ([`decode_row`] with
@@ -573,6 +681,24 @@ fn q4_k_decode_row<const G: usize>(
         |blk, w, i| q4_k_weights(blk, (w.m[2 * i], w.m[2 * i + 1])),
         |w, yq, t| q4_k_super(w, yq, t),
         |acc, blks, a, c| q4_k_chunk_by_row_kernel(acc, blks, a, c),
+    )
+}
+
+/// One Q5_K weight row against up to `G` input rows ([`decode_row`] with
+/// [`q5_k_weights`] and [`q4_k_super`]).
+#[target_feature(enable = "avx2")]
+#[inline]
+fn q5_k_decode_row<const G: usize>(
+    row: &[u8],
+    acts: &[ActRow<'_>],
+    terms: &[ActSuper],
+) -> [ExactAcc; G] {
+    decode_row::<Q5_K_BYTES, true, G, Q4kSuper>(
+        (row, acts, terms),
+        (kquant::CHUNK_WLIM_Q5_K, kquant::CHUNK_LIM_Q5_K),
+        |blk, w, i| q5_k_weights(blk, (w.m[2 * i], w.m[2 * i + 1])),
+        |w, yq, t| q4_k_super(w, yq, t),
+        |acc, blks, a, c| q5_k_chunk_by_row_kernel(acc, blks, a, c),
     )
 }
 
@@ -620,6 +746,17 @@ fn q4_k_chunk_by_row_kernel(acc: &mut ExactAcc, blks: &[u8], a: &ActRow<'_>, c: 
     acc.nonfinite |= t.nonfinite;
 }
 
+/// [`q4_k_chunk_by_row_kernel`] for Q5_K (the row kernel's portable body,
+/// compiled here with AVX2).
+#[target_feature(enable = "avx2")]
+#[cold]
+#[inline(never)]
+fn q5_k_chunk_by_row_kernel(acc: &mut ExactAcc, blks: &[u8], a: &ActRow<'_>, c: usize) {
+    let t = kquant::q5_k_row(blks, &chunk_act(a, c, blks, Q5_K_BYTES));
+    acc.sum += t.sum;
+    acc.nonfinite |= t.nonfinite;
+}
+
 /// [`q4_k_chunk_by_row_kernel`] for Q6_K.
 #[target_feature(enable = "avx2")]
 #[cold]
@@ -633,7 +770,7 @@ fn q6_k_chunk_by_row_kernel(acc: &mut ExactAcc, blks: &[u8], a: &ActRow<'_>, c: 
 /// Builds of the decode kernels for a feature set: one input row in one
 /// pass, several in passes of up to [`GROUP`].
 macro_rules! decode_build {
-    ($q4:ident, $q6:ident, $features:literal) => {
+    ($q4:ident, $q5:ident, $q6:ident, $features:literal) => {
         #[target_feature(enable = $features)]
         fn $q4(rows: &[u8], acts: &[ActRow<'_>], out: &mut [F32], col: usize) -> bool {
             if acts.len() == 1 {
@@ -643,6 +780,19 @@ macro_rules! decode_build {
             } else {
                 decode_rows::<Q4_K_BYTES, false, GROUP>(rows, acts, (out, col), |w, a, t| {
                     q4_k_decode_row::<GROUP>(w, a, t)
+                })
+            }
+        }
+
+        #[target_feature(enable = $features)]
+        fn $q5(rows: &[u8], acts: &[ActRow<'_>], out: &mut [F32], col: usize) -> bool {
+            if acts.len() == 1 {
+                decode_rows::<Q5_K_BYTES, false, 1>(rows, acts, (out, col), |w, a, t| {
+                    q5_k_decode_row::<1>(w, a, t)
+                })
+            } else {
+                decode_rows::<Q5_K_BYTES, false, GROUP>(rows, acts, (out, col), |w, a, t| {
+                    q5_k_decode_row::<GROUP>(w, a, t)
                 })
             }
         }
@@ -662,9 +812,15 @@ macro_rules! decode_build {
     };
 }
 
-decode_build!(q4_k_decode_avx2, q6_k_decode_avx2, "avx2,bmi1,bmi2,lzcnt");
+decode_build!(
+    q4_k_decode_avx2,
+    q5_k_decode_avx2,
+    q6_k_decode_avx2,
+    "avx2,bmi1,bmi2,lzcnt"
+);
 decode_build!(
     q4_k_decode_avx512,
+    q5_k_decode_avx512,
     q6_k_decode_avx512,
     "avx2,bmi1,bmi2,lzcnt,avx512f,avx512cd,avx512vl,avx512dq,avx512bw"
 );
@@ -674,6 +830,12 @@ fn q4_k_decode_avx2_entry(rows: &[u8], acts: &[ActRow<'_>], out: &mut [F32], col
     // SAFETY: only handed out by `avx2`, after `simd::level()` returned
     // `Avx2` or wider: AVX2, BMI1, BMI2, LZCNT.
     unsafe { q4_k_decode_avx2(rows, acts, out, col) }
+}
+
+/// [`kquant::DecodeFn`] entry of [`q5_k_decode_avx2`].
+fn q5_k_decode_avx2_entry(rows: &[u8], acts: &[ActRow<'_>], out: &mut [F32], col: usize) -> bool {
+    // SAFETY: as in `q4_k_decode_avx2_entry`.
+    unsafe { q5_k_decode_avx2(rows, acts, out, col) }
 }
 
 /// [`kquant::DecodeFn`] entry of [`q6_k_decode_avx2`].
@@ -687,6 +849,12 @@ fn q4_k_decode_avx512_entry(rows: &[u8], acts: &[ActRow<'_>], out: &mut [F32], c
     // SAFETY: only handed out by `avx512`, after `simd::level()` returned
     // `Avx512` or wider: the AVX2 set and AVX-512 F, CD, VL, DQ, BW.
     unsafe { q4_k_decode_avx512(rows, acts, out, col) }
+}
+
+/// [`kquant::DecodeFn`] entry of [`q5_k_decode_avx512`].
+fn q5_k_decode_avx512_entry(rows: &[u8], acts: &[ActRow<'_>], out: &mut [F32], col: usize) -> bool {
+    // SAFETY: as in `q4_k_decode_avx512_entry`.
+    unsafe { q5_k_decode_avx512(rows, acts, out, col) }
 }
 
 /// [`kquant::DecodeFn`] entry of [`q6_k_decode_avx512`].

@@ -6,7 +6,7 @@
 //!   instruction sets' builds of the blocked drivers that inline them;
 //! * [`kquant`] — the Q4_K / Q6_K row and tile kernels, and their AVX-512
 //!   VNNI tile;
-//! * [`kdecode`] — the Q4_K / Q6_K decode kernels: every weight row against
+//! * [`kdecode`] — the Q4_K / Q5_K / Q6_K decode kernels: every weight row against
 //!   one input row, the input's terms taken once, `i64` chunk sums.
 //!
 //! These are leaves: they import only the portable drivers, kernel types
