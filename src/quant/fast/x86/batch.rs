@@ -61,7 +61,9 @@ use crate::quant::fast::wide::AVX2_WIDE_MIN_ROWS;
 use core::arch::x86_64::*;
 
 /// Fewest input rows for which the AVX2 build of format `F` runs
-/// [`tile16_avx2`]: Q5_0 from [`AVX2_WIDE_MIN_ROWS`]; Q4_1 and Q8_0 never.
+/// [`tile16_avx2`]: Q5_0 from [`AVX2_WIDE_MIN_ROWS`]; Q4_1 and Q8_0 never
+/// (and Q4_0, which it does not decode: its batches stay on the four-row
+/// fused kernel).
 /// Measured (`cargo bench --features std --bench kernels -- blocked_rows`,
 /// M = 8 against eight one-row calls, three alternating runs): Q5_0 0.33–0.36
 /// against 0.55–0.58 on the four-row group path; Q8_0 0.44–0.49 against
@@ -97,7 +99,9 @@ pub(super) fn tile16_avx2<F: Format, const N: usize>(
     let bs = F::BLOCK_BYTES;
     let n = t.n.min(N);
     res.set_not_computed(n);
-    if !tile_in_bounds((rows, WIDE_ROWS), rb, (b0, nb), bs, t) {
+    // Q4_0's layout is not decoded here (`avx2_wide_min` never routes it
+    // here): left not computed, the driver sums such chunks exactly.
+    if F::IS_Q4_0 || !tile_in_bounds((rows, WIDE_ROWS), rb, (b0, nb), bs, t) {
         return;
     }
     for half in 0..WIDE_ROWS / LANES {
