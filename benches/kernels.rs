@@ -363,6 +363,69 @@ fn bench_kquant_rows(c: &mut Criterion) {
     g.finish();
 }
 
+/// The Q4_1 / Q5_0 / Q8_0 blocked kernels at batched-decode widths: eight
+/// one-row calls (`m1x8`, eight decode steps) against one call of M = 2,
+/// 4, 8, 16 input rows (a step of several sequences, a speculative verify
+/// step) and M = 64 (prefill), on Qwen2.5-0.5B's FFN shapes (Q5_0, Q8_0)
+/// and SmolLM2-135M's (Q4_1); weights streamed from eight copies so they
+/// come from memory, as in decode. Throughput in multiply-adds per second.
+fn bench_blocked_rows(c: &mut Criterion) {
+    const STREAM_COPIES: usize = 8;
+    let mut rng = Rng(13);
+    let mut arena_buf = vec![0u8; 4 << 20];
+    let mut g = c.benchmark_group("blocked_rows");
+    g.warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .sample_size(10);
+    let cases = [
+        (GgmlType::Q5_0, "q5_0", 896usize, 4864usize),
+        (GgmlType::Q8_0, "q8_0", 896, 4864),
+        (GgmlType::Q5_0, "q5_0", 4864, 896),
+        (GgmlType::Q8_0, "q8_0", 4864, 896),
+        (GgmlType::Q4_1, "q4_1", 576, 1536),
+        (GgmlType::Q4_1, "q4_1", 1536, 576),
+    ];
+    for (ty, name, n_in, n_out) in cases {
+        let copies: Vec<Vec<u8>> = (0..STREAM_COPIES)
+            .map(|_| weights(ty, n_in, n_out, &mut rng))
+            .collect();
+        let qms: Vec<QMatrix<'_>> = copies
+            .iter()
+            .map(|w| QMatrix::new(ty, n_in, n_out, w).unwrap())
+            .collect();
+        let runs = [
+            (1usize, 8usize, "m1x8"),
+            (2, 1, "m2"),
+            (4, 1, "m4"),
+            (8, 1, "m8"),
+            (16, 1, "m16"),
+            (64, 1, "m64"),
+        ];
+        for (m, calls, id) in runs {
+            let xs: Vec<F32> = (0..m * n_in)
+                .map(|_| F32::from_bits(rng.unit().to_bits()))
+                .collect();
+            let mut arena = Arena::new(&mut arena_buf);
+            let mut acts = QActs::new(&mut arena, ActKind::Q8, m, n_in).unwrap();
+            acts.quantize(&xs).unwrap();
+            let mut out = vec![F32::ZERO; m * n_out];
+            g.throughput(Throughput::Elements((m * calls * n_in * n_out) as u64));
+            let mut k = 0;
+            let label = format!("{name}_{n_in}x{n_out}");
+            g.bench_function(BenchmarkId::new(label, id), |b| {
+                b.iter(|| {
+                    for _ in 0..calls {
+                        k = (k + 1) % STREAM_COPIES;
+                        let w = &qms[k];
+                        rows_kernel_with(w, 0, black_box(&acts), &mut out, KernelPath::Auto);
+                    }
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
 /// RMSNorm over a prefill's rows (`kernels::rmsnorm::rmsnorm_rows`, one
 /// thread): Gemma 3 270M's 59 rows of width 640 and its per-head Q norm
 /// (4 heads: 236 rows of 256); throughput in elements per second.
@@ -460,6 +523,7 @@ fn main() {
     bench(&mut c);
     bench_kquant_m1(&mut c);
     bench_kquant_rows(&mut c);
+    bench_blocked_rows(&mut c);
     bench_rmsnorm(&mut c);
     bench_activations(&mut c);
     c.final_summary();

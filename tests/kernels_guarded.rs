@@ -34,7 +34,8 @@ mod support;
 
 use detllm::quant::fast::kquant::{DECODE_ROWS, TILE};
 use detllm::quant::fast::{
-    KernelPath, ROW_GROUP, RowsRun, WIDE_GROUPS, WIDE_MIN_ROWS, rows_kernel_with,
+    AVX2_WIDE_MIN_ROWS, KernelPath, ROW_GROUP, RowsRun, WIDE_GROUPS, WIDE_MIN_ROWS,
+    rows_kernel_with,
 };
 use detllm::quant::{ActKind, GgmlType, QActs, QMatrix};
 use detllm::simd::{Level, level};
@@ -161,8 +162,8 @@ fn weights(rng: &mut Rng, ty: GgmlType, scales: &[usize], n_in: usize, n_out: us
 /// rows: whole tiles through the tile kernel, with one (or up to
 /// `DECODE_ROWS` without the VNNI tile): every row through the decode
 /// kernel; Q4_1, Q5_0 and Q8_0 on the VNNI
-/// build with at least `WIDE_MIN_ROWS`: whole wide groups through the wide
-/// kernel).
+/// build with at least `WIDE_MIN_ROWS`, Q5_0 on the AVX2 build with at
+/// least `AVX2_WIDE_MIN_ROWS`: whole wide groups through the wide kernel).
 fn check_ran(ty: GgmlType, path: KernelPath, rows: usize, m: usize, ran: RowsRun) {
     assert_eq!(ran.blocked_rows, rows, "{ty:?} {path:?}: blocked rows");
     let cpu = level();
@@ -174,10 +175,14 @@ fn check_ran(ty: GgmlType, path: KernelPath, rows: usize, m: usize, ran: RowsRun
     let tiled = simd_kquant && m > 1 && !decode;
     // Q4_1 / Q5_0 / Q8_0 on `Auto` with VNNI and enough input rows: whole wide
     // groups (four row groups) through the wide kernel.
+    let avx2 = match path {
+        KernelPath::Auto => cpu >= Level::Avx2 && cpu != Level::Avx512Vnni,
+        KernelPath::Avx2 => cpu >= Level::Avx2,
+        _ => false,
+    };
     let wide = matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q8_0)
-        && path == KernelPath::Auto
-        && cpu == Level::Avx512Vnni
-        && m >= WIDE_MIN_ROWS;
+        && ((vnni && m >= WIDE_MIN_ROWS)
+            || (ty == GgmlType::Q5_0 && avx2 && m >= AVX2_WIDE_MIN_ROWS));
     let wide_rows = WIDE_GROUPS * ROW_GROUP;
     let want_tiled = if tiled {
         rows / TILE * TILE

@@ -23,9 +23,10 @@
 //! weight row through the x86 decode kernel (counted in
 //! `RowsRun::tiled_rows` too); Q5_K, which has no tile kernel, every
 //! weight row through its decode kernel with any number. Q4_1, Q5_0 and
-//! Q8_0 on `Auto` with AVX-512 VNNI and at least `WIDE_MIN_ROWS` input rows
-//! run whole wide groups (`WIDE_GROUPS` row groups) through the wide kernel
-//! (asserted as `RowsRun::tiled_rows`). For the formats without a
+//! Q8_0 on `Auto` with AVX-512 VNNI and at least `WIDE_MIN_ROWS` input rows,
+//! or (Q5_0) on the AVX2 build with at least `AVX2_WIDE_MIN_ROWS`, run whole
+//! wide groups (`WIDE_GROUPS` row groups) through the wide kernel (asserted
+//! as `RowsRun::tiled_rows`). For the formats without a
 //! blocked kernel the four paths are the same code, so their comparison
 //! here only checks `dot_row` against the batched `matmul`.
 #![cfg(feature = "std")]
@@ -36,7 +37,8 @@ use detllm::quant::fast::kquant::{
     CHUNK_WLIM_Q6_K, DECODE_ROWS, TILE,
 };
 use detllm::quant::fast::{
-    KernelPath, ROW_GROUP, RowsRun, WIDE_GROUPS, WIDE_MIN_ROWS, rows_kernel_with,
+    AVX2_WIDE_MIN_ROWS, KernelPath, ROW_GROUP, RowsRun, WIDE_GROUPS, WIDE_MIN_ROWS,
+    rows_kernel_with,
 };
 use detllm::quant::{ActKind, GgmlType, QActs, QMatrix};
 use detllm::simd::{Level, level};
@@ -169,12 +171,12 @@ fn expected_run(ty: GgmlType, path: KernelPath, n_rows: usize, m: usize) -> Rows
         && level() == Level::Avx512Vnni
         && path == KernelPath::Auto;
     // Q4_1, Q5_0 and Q8_0 on `Auto` with AVX-512 VNNI and at least
-    // `WIDE_MIN_ROWS` input rows: whole wide groups (four row groups)
-    // through the wide kernel.
+    // `WIDE_MIN_ROWS` input rows, or Q5_0 on the AVX2 build with at least
+    // `AVX2_WIDE_MIN_ROWS`: whole wide groups (four row groups) through
+    // the wide kernel.
     let wide = matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q8_0)
-        && path == KernelPath::Auto
-        && level() == Level::Avx512Vnni
-        && m >= WIDE_MIN_ROWS;
+        && ((build == Level::Avx512Vnni && m >= WIDE_MIN_ROWS)
+            || (ty == GgmlType::Q5_0 && build == Level::Avx2 && m >= AVX2_WIDE_MIN_ROWS));
     // Q4_K and Q6_K on a SIMD build with one input row, or any number
     // without the VNNI tile, and Q5_K (no VNNI tile) with any number:
     // every row through the decode kernel.

@@ -17,7 +17,7 @@
 use super::chunk::{BlockedFormat, ChunkFn, ROW_GROUP, WeightChunkScales, chunk_in_i128};
 use super::fused::{ACT_TILE, ActTile, ChunkSums, FusedChunkKernel, WIDE_GROUPS, WIDE_ROWS};
 use super::group::{ACT_ROWS_PER_DECODE, GroupKernel, balanced_tile, group};
-use super::wide::{WIDE_MIN_ROWS, WideScratch, group_wide};
+use super::wide::{WideScratch, group_wide};
 use crate::F32;
 use crate::quant::act::{ActRow, ActScale, CHUNK_BLOCKS, ChunkScale};
 use crate::quant::block::QK;
@@ -89,7 +89,8 @@ pub(super) fn split_rows(
 /// computes the rest per cell) and, of those, the rows of the wide groups
 /// (four groups at a time, where the kernel has a wide build and there are
 /// several input rows) whose wide kernel ran on a tile (it does on the
-/// first tile of every pass when `M ≥` [`WIDE_MIN_ROWS`]: the same
+/// first tile of every pass when `M ≥` the kernel's
+/// [`FusedChunkKernel::WIDE_MIN`]: the same
 /// groups in every pass). Input rows are fetched and checked once per
 /// [`ACT_ROWS_PER_PASS`] of them, not once per group; every group runs on
 /// each batch of rows.
@@ -122,7 +123,7 @@ pub(crate) fn blocked_rows<K: FusedChunkKernel>(
             let (rg, acts) = (r0 + g * ROW_GROUP, &buf[..sl]);
             let wide = match kernel {
                 GroupKernel::Fused(k)
-                    if K::HAS_WIDE && sl >= WIDE_MIN_ROWS && g + WIDE_GROUPS <= groups =>
+                    if K::HAS_WIDE && sl >= K::WIDE_MIN && g + WIDE_GROUPS <= groups =>
                 {
                     Some(k)
                 }

@@ -138,6 +138,9 @@ pub(crate) trait FusedChunkKernel: Copy {
     ) -> [ChunkSums; ACT_TILE];
     /// Whether [`Self::tile_wide`] computes anything.
     const HAS_WIDE: bool = false;
+    /// Fewest input rows in a tile for which the drivers run
+    /// [`Self::tile_wide`] (fewer: the group kernel per group).
+    const WIDE_MIN: usize = usize::MAX;
     /// [`Self::tile`] for [`WIDE_GROUPS`] groups back to back in `rows`,
     /// into `out`; where the chunk is the rows' only one (`whole`), an input
     /// row's cells may come back rounded instead ([`WideTileOut`]). Sets

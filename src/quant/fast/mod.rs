@@ -56,7 +56,7 @@ mod x86;
 pub use chunk::{LIM_Q4_0_D, LIM_Q4_1_D, LIM_Q4_1_M, LIM_Q5_0_D, LIM_Q8_0_D, ROW_GROUP};
 pub use dispatch::KernelPath;
 pub use fused::WIDE_GROUPS;
-pub use wide::WIDE_MIN_ROWS;
+pub use wide::{AVX2_WIDE_MIN_ROWS, WIDE_MIN_ROWS};
 
 /// What one [`rows_kernel_with`] call ran.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -30,6 +30,12 @@ use crate::quant::{GgmlType, QMatrix};
 /// where it serves few rows).
 pub const WIDE_MIN_ROWS: usize = 12;
 
+/// Fewest input rows in a tile for which the AVX2 build runs its wide
+/// kernel (`x86::batch`) on Q5_0 weights: from two, each block's weight
+/// decoding serves several input rows, eight weight rows at a time with no
+/// horizontal reduction (Q4_1 and Q8_0 stay on the group kernel).
+pub const AVX2_WIDE_MIN_ROWS: usize = 2;
+
 /// The wide driver's working storage for one tile of input rows, set up
 /// once per matrix and reused by every wide group of it ([`group_wide`]):
 /// zeroing it per group cost a fifth as much as the kernel that fills it.
@@ -154,7 +160,7 @@ pub(super) fn group_wide<'a, K: FusedChunkKernel>(
     for m0 in (0..all.len()).step_by(per_tile) {
         let mt = per_tile.min(all.len() - m0);
         let acts = &all[m0..m0 + mt];
-        if mt < WIDE_MIN_ROWS {
+        if mt < K::WIDE_MIN {
             for g in 0..WIDE_GROUPS {
                 let (rg, o) = (r0 + g * ROW_GROUP, g * ROW_GROUP * m);
                 let cells = out.get_mut(o..o + ROW_GROUP * m)?;

@@ -63,6 +63,7 @@
 //!   `16·rb`, which fits an `i32` (checked with its other bounds at entry).
 #![allow(unsafe_code)]
 
+use super::batch::{avx2_wide_min, tile16_avx2};
 use crate::F32;
 use crate::quant::GgmlType;
 use crate::quant::act::{ActScale, CHUNK_BLOCKS, ChunkScale};
@@ -75,6 +76,7 @@ use crate::quant::fast::fused::{
     ACT_TILE, ActTile, ChunkSums, FusedChunkKernel, WIDE_GROUPS, WIDE_ROWS, WIDE_TILE, WideTileOut,
 };
 use crate::quant::fast::group::GroupKernel;
+use crate::quant::fast::wide::WIDE_MIN_ROWS;
 use crate::quant::fixed::QUANTUM_EXP;
 use crate::quant::{QActs, QMatrix};
 use crate::simd::Level;
@@ -82,7 +84,7 @@ use core::arch::x86_64::*;
 
 /// The weight formats of the fused kernels, as types (a const generic
 /// cannot be an enum on stable Rust).
-trait Format {
+pub(super) trait Format {
     /// Q4_1 (unsigned nibbles, a min per block) rather than Q8_0 or Q5_0
     /// (signed bytes, no min).
     const IS_Q4_1: bool;
@@ -99,7 +101,7 @@ trait Format {
 
 /// Q4_1 blocks: `f16 d; f16 m; u8 qs[16]`.
 #[allow(non_camel_case_types)]
-enum Q4_1Blocks {}
+pub(super) enum Q4_1Blocks {}
 
 impl Format for Q4_1Blocks {
     const IS_Q4_1: bool = true;
@@ -110,7 +112,7 @@ impl Format for Q4_1Blocks {
 
 /// Q8_0 blocks: `f16 d; i8 qs[32]`.
 #[allow(non_camel_case_types)]
-enum Q8_0Blocks {}
+pub(super) enum Q8_0Blocks {}
 
 impl Format for Q8_0Blocks {
     const IS_Q4_1: bool = false;
@@ -121,7 +123,7 @@ impl Format for Q8_0Blocks {
 
 /// Q5_0 blocks: `f16 d; u8 qh[4]; u8 qs[16]`.
 #[allow(non_camel_case_types)]
-enum Q5_0Blocks {}
+pub(super) enum Q5_0Blocks {}
 
 impl Format for Q5_0Blocks {
     const IS_Q4_1: bool = false;
@@ -216,7 +218,7 @@ fn one_row<'x>(qs: &'x [i8], sc: &'x [ActScale], ch: &ChunkScale) -> ActTile<'x,
 /// [`blocked_rows`], with the kernel inlined. A value of `$kernel` exists
 /// only inside `$rows`, which runs only where its features were detected.
 macro_rules! isa_build {
-    ($(#[$doc:meta])* $kernel:ident, $rows:ident, $features:literal, $chunk:ident $(, wide: $wide:ident)?) => {
+    ($(#[$doc:meta])* $kernel:ident, $rows:ident, $features:literal, $chunk:ident $(, wide: $wide:ident from $from:expr)?) => {
         $(#[$doc])*
         struct $kernel<F>(core::marker::PhantomData<F>);
 
@@ -260,6 +262,7 @@ macro_rules! isa_build {
             }
             $(
                 const HAS_WIDE: bool = true;
+                const WIDE_MIN: usize = $from;
 
                 #[inline(always)]
                 fn tile_wide(
@@ -294,11 +297,13 @@ macro_rules! isa_build {
 }
 
 isa_build!(
-    /// The AVX2 fused kernels ([`fused_avx2`]).
+    /// The AVX2 fused kernels ([`fused_avx2`]; with several input rows the
+    /// batched kernel, [`tile16_avx2`]).
     Avx2Kernel,
     rows_avx2,
     "avx2,bmi1,bmi2,lzcnt",
-    fused_avx2
+    fused_avx2,
+    wide: tile16_avx2 from avx2_wide_min::<F>()
 );
 isa_build!(
     /// The AVX-512 VNNI kernels ([`tile_vnni512`], for one input row too).
@@ -306,7 +311,7 @@ isa_build!(
     rows_vnni,
     "avx2,avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,bmi1,bmi2,lzcnt",
     tile_vnni512,
-    wide: tile16_vnni512
+    wide: tile16_vnni512 from WIDE_MIN_ROWS
 );
 
 /// Whether a chunk kernel may read blocks `b0..b0 + nb` (of `bs` bytes) of
@@ -317,7 +322,7 @@ isa_build!(
 /// input row has `nb` blocks of values and scales. The bound the kernels'
 /// loads rely on.
 #[inline(always)]
-fn tile_in_bounds<const N: usize>(
+pub(super) fn tile_in_bounds<const N: usize>(
     (group, n_rows): (&[u8], usize),
     rb: usize,
     (b0, nb): (usize, usize),
@@ -407,16 +412,16 @@ fn block_dots4_avx2<F: Format>(
 
 /// Guessed base below the first block's shift: weight scales of one row
 /// within a chunk rarely lie more than this many binades below it.
-const MARGIN_D: i32 = 8;
+pub(super) const MARGIN_D: i32 = 8;
 /// The same for Q4_1 mins (the `m·s` sum has more headroom).
-const MARGIN_M: i32 = 16;
+pub(super) const MARGIN_M: i32 = 16;
 
 /// Eight binary16 values (zero-extended in 32-bit lanes) against per-lane
 /// bases `base1 = base + 1`: `(mant, rel, nonfinite)`, where `mant` is the
 /// signed mantissa of [`crate::quant::fixed::f16_fixed`] and `rel = sh - base`
 /// (forced to 0 where `mant == 0`; negative values read as huge unsigned).
 #[target_feature(enable = "avx2")]
-fn f16_rel8(h: __m256i, base1: __m256i) -> (__m256i, __m256i, __m256i) {
+pub(super) fn f16_rel8(h: __m256i, base1: __m256i) -> (__m256i, __m256i, __m256i) {
     let one = _mm256_set1_epi32(1);
     let e = _mm256_and_si256(_mm256_srli_epi32(h, 10), _mm256_set1_epi32(31));
     let frac = _mm256_and_si256(h, _mm256_set1_epi32(0x3FF));
@@ -430,7 +435,7 @@ fn f16_rel8(h: __m256i, base1: __m256i) -> (__m256i, __m256i, __m256i) {
 }
 
 #[target_feature(enable = "avx2")]
-fn to_u32x8(v: __m256i) -> [u32; 8] {
+pub(super) fn to_u32x8(v: __m256i) -> [u32; 8] {
     let mut o = [0u32; 8];
     // SAFETY: 32 writable bytes.
     unsafe { _mm256_storeu_si256(o.as_mut_ptr().cast(), v) };
@@ -485,7 +490,7 @@ fn chunk_result<F: Format>(
 /// for Q8_0 the `m` lanes are zero), so one instruction serves both sums:
 /// `vpmuldq` reads the even (`d`) lanes, and the `m` lanes are moved down.
 #[target_feature(enable = "avx2")]
-fn fused_avx2<F: Format, const N: usize>(
+pub(super) fn fused_avx2<F: Format, const N: usize>(
     group: &[u8],
     rb: usize,
     b0: usize,
@@ -1047,7 +1052,7 @@ fn reduce4_by<const W16: bool>(p0: __m256i, p1: __m256i, p2: __m256i, p3: __m256
 }
 
 #[target_feature(enable = "avx2")]
-fn to_i64x4(v: __m256i) -> [i64; 4] {
+pub(super) fn to_i64x4(v: __m256i) -> [i64; 4] {
     let mut o = [0i64; 4];
     // SAFETY: 32 writable bytes.
     unsafe { _mm256_storeu_si256(o.as_mut_ptr().cast(), v) };

@@ -4,6 +4,9 @@
 //!
 //! * [`blocked`] — the fused Q4_1 / Q5_0 / Q8_0 chunk kernels, and the
 //!   instruction sets' builds of the blocked drivers that inline them;
+//! * [`batch`] — the AVX2 batched Q4_1 / Q5_0 / Q8_0 kernel: sixteen weight
+//!   rows, eight per pass in 32-bit lanes, against 2–32 input rows, each
+//!   block's weights decoded once for all of them;
 //! * [`kquant`] — the Q4_K / Q6_K row and tile kernels, and their AVX-512
 //!   VNNI tile;
 //! * [`kdecode`] — the Q4_K / Q5_K / Q6_K decode kernels: every weight row against
@@ -22,10 +25,11 @@
 //! `tests/kernels/matmul.rs` check that on every path this CPU runs (and
 //! that the build asked for ran), `tests/kernels_guarded.rs` that the
 //! kernels read only their inputs. With `crate::pool` and the expansion of
-//! `crate::simd::multiversion!`, the three files here are the only code of
+//! `crate::simd::multiversion!`, the four files here are the only code of
 //! the crate allowed `unsafe` (each carries its review); this file has
 //! none.
 
+pub(super) mod batch;
 pub(super) mod blocked;
 pub(super) mod kdecode;
 pub(super) mod kquant;
