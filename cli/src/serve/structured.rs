@@ -1,16 +1,15 @@
-//! Structured-output and tool fields of a request (`response_format`,
-//! `json_schema`, `grammar`, `tools`, `tool_choice`, `functions`).
+//! Structured-output fields of a request (`response_format`,
+//! `json_schema`, `grammar`, `functions`; `tools` are [`super::tools`]'s).
 //!
 //! Honoured: `response_format` `{"type": "json_object"}` and
 //! `{"type": "json_schema", "json_schema": {"schema": …}}`, and
 //! llama-server's `json_schema` field: each becomes a JSON-schema
 //! [`Spec`] the worker compiles and applies as token masks. Each field the
-//! server cannot honour yet (GBNF `grammar`, `tools`, `functions`) is refused
-//! with a 400 naming the field, never dropped in silence (a request with
-//! `tools` answered with prose would mislead an agent into thinking its tools
-//! were shown to the model). Accepted as no-ops: `response_format:
-//! {"type": "text"}`, an empty `tools` list, `tool_choice: "none"`,
-//! `parallel_tool_calls` alone.
+//! server cannot honour yet (GBNF `grammar`, the legacy `functions` and
+//! `function_call`) is refused with a 400 naming the field, never dropped in
+//! silence (a request with `functions` answered with prose would mislead an
+//! agent into thinking its functions were shown to the model). Accepted as
+//! a no-op: `response_format: {"type": "text"}`.
 //!
 //! Verified by the unit tests below (each field refused or turned into its
 //! schema, the no-ops accepted) and `cli/tests/serve.rs`.
@@ -91,26 +90,6 @@ pub fn constraint(body: &RequestBody) -> Result<Option<(&'static str, Spec)>, Ap
             ));
         }
     }
-    let has_tools = s
-        .tools
-        .as_ref()
-        .is_some_and(|t| !t.is_null() && t.as_array().is_none_or(|a| !a.is_empty()));
-    let choice_none = s
-        .tool_choice
-        .as_ref()
-        .is_none_or(|c| c.is_null() || c == "none");
-    if has_tools {
-        return Err(ApiError::invalid(
-            "tools",
-            "tools are not supported by this server yet: the model would not see them",
-        ));
-    }
-    if !choice_none {
-        return Err(ApiError::invalid(
-            "tool_choice",
-            "tool_choice needs tools, which this server does not support yet",
-        ));
-    }
     Ok(found)
 }
 
@@ -175,9 +154,10 @@ mod tests {
                 "json_schema",
             ),
             (r#""grammar":"root ::= \"a\"""#.to_string(), "grammar"),
-            (format!(r#""tools":{tool}"#), "tools"),
-            (format!(r#""tools":{tool},"tool_choice":"none""#), "tools"),
-            (r#""tool_choice":"required""#.to_string(), "tool_choice"),
+            (
+                format!(r#""functions":{tool},"function_call":"auto""#),
+                "functions",
+            ),
             (r#""functions":[{"name":"f"}]"#.to_string(), "functions"),
         ] {
             let json = format!("{{{m},{extra}}}");
@@ -191,9 +171,6 @@ mod tests {
         for extra in [
             r#""response_format":{"type":"text"}"#,
             r#""response_format":null"#,
-            r#""tools":[]"#,
-            r#""tool_choice":"none""#,
-            r#""parallel_tool_calls":false"#,
             r#""grammar":null"#,
         ] {
             let json = format!("{{{m},{extra}}}");
