@@ -307,7 +307,7 @@ async fn submit(st: &AppState, g: GenRequest) -> Result<Submitted, ApiError> {
     let n = g.n;
     let resumed = g.resume.clone();
     let accepted = ask(st, |reply| Command::Submit {
-        req: g,
+        req: Box::new(g),
         events: etx,
         reply,
     })
@@ -555,7 +555,7 @@ fn whole_choice(head: &Head, index: usize, local: usize, sub: &Submitted, c: &As
             .map(|e| finish_reason(e.finish, calls.len())),
         index,
         logprobs: head.logprobs.map(|_| Logprobs::of(chat, &c.logprobs)),
-        message: chat.then(|| Message {
+        message: chat.then_some(Message {
             content,
             role: Some("assistant"),
             tool_calls,

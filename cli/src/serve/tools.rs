@@ -42,9 +42,10 @@
 //! the choice and call indexes.
 //!
 //! Verified by the unit tests below (validation, rendering, the grammar's
-//! text, the splitter against every cut of its input),
-//! `cli/tests/tool_template.rs` (the Qwen rendering against its Jinja
-//! template) and `cli/tests/serve.rs` (calls on real models).
+//! text, the splitter against every cut of its input, the Qwen rendering
+//! against its Jinja template's golden `tests/data/tool_templates.json`)
+//! and `cli/tests/serve.rs` (calls on real models through the `openai`
+//! client, a tool transcript through `detllm verify`).
 
 #![forbid(unsafe_code)]
 

@@ -289,7 +289,7 @@ impl Runner {
     fn command(&mut self, cmd: Command) {
         match cmd {
             Command::Submit { req, events, reply } => {
-                let _ = reply.send(self.submit(req, events));
+                let _ = reply.send(self.submit(*req, events));
             }
             Command::Cancel { id } => self.cancel(id),
             Command::Tokenize {
