@@ -1119,10 +1119,12 @@ fn tool_calls_through_the_openai_client(
                 );
             }
         }
-        if case["request"]["tool_choice"]["function"]["name"] == "get_time"
-            || case["request"]["parallel_tool_calls"] == false
-        {
+        let named = case["request"]["tool_choice"]["function"]["name"] == "get_time";
+        if named || case["request"]["parallel_tool_calls"] == false {
             assert_eq!(calls.len(), 1, "{case}");
+        }
+        if named {
+            assert_eq!(calls[0]["name"], "get_time", "{case}");
         }
     }
     let rt = &got["round_trip"];
@@ -1173,6 +1175,64 @@ fn tool_calls_through_the_openai_client(
         s.post(chat, &json!({"messages": ask, "max_tokens": 4})).0,
         200
     );
+    if !short {
+        tools_transcript_verifies(&s, model);
+    }
+}
+
+/// A tool request's transcript records its grammar (kind `tools`, text,
+/// SHA-256) and `detllm verify` re-derives its masks: the transcript
+/// verifies, and with the grammar's tool renamed (its SHA-256 made to
+/// match) it is refused at the step that spells the name.
+fn tools_transcript_verifies(s: &Server, model: &std::path::Path) {
+    use sha2::{Digest, Sha256};
+    let (code, r) = s.post(
+        "/v1/chat/completions",
+        &json!({"messages": [{"role": "user", "content": "What is the weather in Paris?"}],
+                "tools": tools(), "tool_choice": "required", "parallel_tool_calls": false,
+                "max_tokens": 60, "temperature": 0, "seed": 3}),
+    );
+    assert_eq!(code, 200, "{r}");
+    let name = r["choices"][0]["message"]["tool_calls"][0]["function"]["name"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no call: {r}"))
+        .to_string();
+    let id = choice(&r)["detllm"]["transcript_id"].as_str().unwrap();
+    let (code, tr) = s.get(&format!("/v1/transcripts/{id}"), &[]);
+    assert_eq!(code, 200, "{tr}");
+    let mut t: Value = serde_json::from_str(&tr).expect("transcript JSON");
+    let c = &t["constraint"];
+    assert_eq!(c["kind"], "tools", "{c}");
+    let text = c["text"].as_str().expect("constraint text").to_string();
+    let sha = |x: &str| format!("{:x}", Sha256::digest(x.as_bytes()));
+    assert_eq!(c["sha256"].as_str(), Some(sha(&text).as_str()), "{c}");
+    assert!(text.contains(&format!("\\\"{name}\\\"")), "{text}");
+    let verify = |t: &Value, tag: &str| {
+        let path = std::env::temp_dir().join(format!(
+            "detllm-tools-transcript-{}-{tag}.json",
+            std::process::id()
+        ));
+        std::fs::write(&path, t.to_string()).unwrap();
+        let out = Command::new(BIN)
+            .arg("verify")
+            .arg(&path)
+            .arg("--model")
+            .arg(model)
+            .output()
+            .unwrap();
+        let _ = std::fs::remove_file(&path);
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (ok, out) = verify(&t, "as-served");
+    assert!(ok, "{out}");
+    let other = text.replace(&name, "renamed_tool");
+    t["constraint"]["sha256"] = json!(sha(&other));
+    t["constraint"]["text"] = json!(other);
+    let (ok, out) = verify(&t, "renamed");
+    assert!(!ok && out.contains("CONSTRAINT REFUSED"), "{out}");
 }
 
 #[test]
