@@ -4,9 +4,10 @@
 //! Honoured: `response_format` `{"type": "json_object"}` and
 //! `{"type": "json_schema", "json_schema": {"schema": …}}`, and
 //! llama-server's `json_schema` field: each becomes a JSON-schema
-//! [`Spec`] the worker compiles and applies as token masks. Each field the
-//! server cannot honour yet (GBNF `grammar`, the legacy `functions` and
-//! `function_call`) is refused with a 400 naming the field, never dropped in
+//! [`Spec`] the worker compiles and applies as token masks; llama-server's
+//! `grammar` (GBNF) becomes a Lark [`Spec`] ([`crate::gbnf`]), a GBNF error
+//! a 400 naming its line and column. Each field the server cannot honour
+//! (the legacy `functions` and `function_call`) is refused with a 400 naming the field, never dropped in
 //! silence (a request with `functions` answered with prose would mislead an
 //! agent into thinking its functions were shown to the model). Accepted as
 //! a no-op: `response_format: {"type": "text"}`.
@@ -76,8 +77,30 @@ pub fn constraint(body: &RequestBody) -> Result<Option<(&'static str, Spec)>, Ap
             },
         ));
     }
+    if let Some(g) = s.grammar.as_ref().filter(|v| !v.is_null()) {
+        if let Some((field, _)) = found {
+            return Err(ApiError::invalid(
+                "grammar",
+                format!("give either grammar or {field}, not both"),
+            ));
+        }
+        let Some(text) = g.as_str() else {
+            return Err(ApiError::invalid(
+                "grammar",
+                "grammar must be a string (GBNF)",
+            ));
+        };
+        let lark =
+            crate::gbnf::to_lark(text).map_err(|e| ApiError::invalid("grammar", e.to_string()))?;
+        found = Some((
+            "grammar",
+            Spec {
+                kind: Kind::Lark,
+                text: lark,
+            },
+        ));
+    }
     for (name, v) in [
-        ("grammar", &s.grammar),
         ("functions", &s.functions),
         ("function_call", &s.function_call),
     ] {
@@ -85,7 +108,7 @@ pub fn constraint(body: &RequestBody) -> Result<Option<(&'static str, Spec)>, Ap
             return Err(ApiError::invalid(
                 name,
                 format!(
-                    "{name} is not supported by this server yet (GBNF is not read yet: use json_schema or response_format)"
+                    "{name} is not supported by this server (the legacy function calling): use tools"
                 ),
             ));
         }
@@ -153,7 +176,12 @@ mod tests {
                 r#""response_format":{"type":"json_object"},"json_schema":{}"#.to_string(),
                 "json_schema",
             ),
-            (r#""grammar":"root ::= \"a\"""#.to_string(), "grammar"),
+            (r#""grammar":"root ::= \"a"#.to_string() + "\"", "grammar"),
+            (r#""grammar":5"#.to_string(), "grammar"),
+            (
+                r#""grammar":"root ::= \"a\"","json_schema":{}"#.to_string(),
+                "grammar",
+            ),
             (
                 format!(r#""functions":{tool},"function_call":"auto""#),
                 "functions",
@@ -172,9 +200,21 @@ mod tests {
             r#""response_format":{"type":"text"}"#,
             r#""response_format":null"#,
             r#""grammar":null"#,
+            r#""grammar":"root ::= [a-z]+ \"!\"""#,
         ] {
             let json = format!("{{{m},{extra}}}");
             assert_eq!(check(&json), Ok(()), "{json}");
         }
+    }
+
+    #[test]
+    fn a_gbnf_grammar_becomes_its_lark_translation() {
+        let body: RequestBody = serde_json::from_str(
+            r#"{"messages":[{"role":"user","content":"hi"}],"grammar":"root ::= \"y\" | \"n\""}"#,
+        )
+        .unwrap();
+        let (field, spec) = constraint(&body).unwrap().expect("a constraint");
+        assert_eq!((field, spec.kind), ("grammar", Kind::Lark));
+        assert_eq!(spec.text, "start: \"y\" | \"n\"\n");
     }
 }
