@@ -43,6 +43,9 @@ pub enum Kind {
     JsonSchema,
     /// A grammar in llguidance's Lark syntax.
     Lark,
+    /// The grammar of a request's tool calls (Lark text; the server's
+    /// `tools`, `serve::tools`).
+    Tools,
 }
 
 impl Kind {
@@ -51,6 +54,7 @@ impl Kind {
         match self {
             Kind::JsonSchema => "json_schema",
             Kind::Lark => "lark",
+            Kind::Tools => "tools",
         }
     }
 
@@ -59,6 +63,7 @@ impl Kind {
         match s {
             "json_schema" => Some(Kind::JsonSchema),
             "lark" => Some(Kind::Lark),
+            "tools" => Some(Kind::Tools),
             _ => None,
         }
     }
@@ -207,7 +212,7 @@ impl Grammars {
                     .map_err(|e| CompileError(format!("the schema is not JSON: {e}")))?;
                 TopLevelGrammar::from_json_schema(v)
             }
-            Kind::Lark => TopLevelGrammar::from_lark(spec.text.clone()),
+            Kind::Lark | Kind::Tools => TopLevelGrammar::from_lark(spec.text.clone()),
         };
         let parser = self
             .factory

@@ -29,6 +29,8 @@ mod cmd;
 #[cfg(feature = "constrain")]
 mod constrain;
 mod error;
+#[cfg(feature = "constrain")]
+mod gbnf;
 mod model_file;
 mod output;
 mod prompt;

@@ -139,9 +139,17 @@ fn every_grammar_answer_is_in_the_language() {
         "start: answer \" because \" reason\nanswer: \"yes\" | \"no\"\nreason: /[a-z ]{1,30}/\n";
     let file = tmp("g.lark");
     std::fs::write(&file, grammar).expect("write");
+    // The same language in GBNF (llama.cpp's format), translated to Lark:
+    // the same masks, so the same answers.
+    let gbnf = "root ::= answer \" because \" reason\nanswer ::= \"yes\" | \"no\"\n\
+                reason ::= [a-z ]{1,30}\n";
+    let gfile = tmp("g.gbnf");
+    std::fs::write(&gfile, gbnf).expect("write");
     let mut ended = 0;
     for seed in 1..=4 {
         let (text, done) = generate(&model, "--grammar", &file, "Is the sky blue?", seed);
+        let from_gbnf = generate(&model, "--grammar", &gfile, "Is the sky blue?", seed);
+        assert_eq!((&text, done), (&from_gbnf.0, from_gbnf.1), "seed {seed}");
         if !done {
             continue;
         }
@@ -205,10 +213,64 @@ fn verify_rechecks_every_mask_and_names_a_refused_token() {
     assert!(err.contains("sha256"), "{err}");
 }
 
+/// llama.cpp's example grammars (`grammars/*.gbnf` of its source, which
+/// is not part of this repository: `DETLLM_GBNF_DIR`, else the copy
+/// `scripts/lib.sh`'s `llamacpp_tool` unpacks in the user cache; skipped
+/// without either) translate,
+/// compile in llguidance and constrain a short answer; chess.gbnf's starts
+/// as its grammar says.
+#[test]
+fn llama_cpp_example_grammars_translate_and_constrain() {
+    let Some(model) = model() else { return };
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache")));
+    let dir = std::env::var_os("DETLLM_GBNF_DIR")
+        .map(PathBuf::from)
+        .or_else(|| cache.map(|c| c.join("detllm/llama.cpp-0.3.36/grammars")))
+        .filter(|d| d.is_dir());
+    let Some(dir) = dir else {
+        eprintln!("NOTICE: no llama.cpp grammars directory; skipping");
+        return;
+    };
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("the grammars directory")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "gbnf"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 5, "{}: only {files:?}", dir.display());
+    for file in &files {
+        let (code, out, err) = run(
+            bin()
+                .args(["generate", "--chat", "--json", "--max-tokens", "12"])
+                .args(["--seed", "1", "--prompt", "Write something.", "--grammar"])
+                .arg(file)
+                .arg("--model")
+                .arg(&model),
+            None,
+        );
+        assert_eq!(code, 0, "{}: {err}", file.display());
+        let v: Value = serde_json::from_str(out.trim()).expect("json line");
+        let text = v["text"].as_str().expect("text");
+        assert!(!text.is_empty(), "{}", file.display());
+        if file.ends_with("chess.gbnf") {
+            assert!(text.starts_with("1. "), "{text:?}");
+        }
+    }
+}
+
 #[test]
 fn bad_grammars_are_clean_errors() {
     let Some(model) = model() else { return };
-    let cases: [(&str, &str, String, &str); 3] = [
+    let cases: [(&str, &str, String, &str); 4] = [
+        (
+            "bad.gbnf",
+            "--grammar",
+            "root ::= \"a\" item\nitem ::= (\"b\"\n".into(),
+            "GBNF line 3, column 1: expected ')'",
+        ),
         (
             "bad.lark",
             "--grammar",

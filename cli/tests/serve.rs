@@ -54,7 +54,11 @@ fn openai_python() -> Option<std::path::PathBuf> {
 
 impl Server {
     fn start(extra: &[&str]) -> Server {
-        let model = model().expect("model checked by the caller");
+        Server::start_on(&model().expect("model checked by the caller"), extra)
+    }
+
+    /// A server on the model at `model`.
+    fn start_on(model: &std::path::Path, extra: &[&str]) -> Server {
         // Each server its own audit store (the default is per user).
         static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -63,7 +67,7 @@ impl Server {
         let (child, port) = support::cli::spawn_listening(
             Command::new(BIN)
                 .args(["serve", "--port", "0", "--model"])
-                .arg(&model)
+                .arg(model)
                 .arg("--audit-db")
                 .arg(&db)
                 .args(extra),
@@ -398,7 +402,65 @@ fn concurrent_load_with_preemption_equals_solo_runs() {
     assert_eq!(loaded.metric("detllm_running_sequences"), 0.0);
 }
 
-/// Requests mixing JSON-schema, JSON-object and plain answers (#43).
+/// The tools of the tool-call tests (`cli/tests/serve_openai_tools.py` has
+/// the same two).
+fn tools() -> Value {
+    json!([
+        {"type": "function", "function": {"name": "get_weather",
+            "description": "Current weather in a city.",
+            "parameters": {"type": "object", "properties": {
+                "city": {"type": "string", "maxLength": 24},
+                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
+                "required": ["city", "unit"], "additionalProperties": false}}},
+        {"type": "function", "function": {"name": "get_time", "parameters": {
+            "type": "object", "properties": {"zone": {"type": "string", "maxLength": 24}},
+            "required": ["zone"], "additionalProperties": false}}}
+    ])
+}
+
+/// Checks a call `(name, arguments text)` against [`tools`]'s schemas.
+fn check_call(name: &str, arguments: &str) {
+    let v: Value = serde_json::from_str(arguments)
+        .unwrap_or_else(|e| panic!("{name}: arguments {arguments:?} are not JSON: {e}"));
+    let o = v.as_object().unwrap_or_else(|| panic!("{arguments}"));
+    let short = |k: &str| o[k].as_str().is_some_and(|s| s.chars().count() <= 24);
+    match name {
+        "get_weather" => {
+            assert!(short("city"), "{arguments}");
+            assert!(["celsius", "fahrenheit"].contains(&o["unit"].as_str().unwrap_or("")));
+            assert_eq!(o.len(), 2, "{arguments}");
+        }
+        "get_time" => assert!(short("zone") && o.len() == 1, "{arguments}"),
+        other => panic!("a call of {other:?}, which is no tool"),
+    }
+}
+
+/// Checks every call of a chat answer's choices; how many choices made calls.
+fn check_tool_answer(v: &Value) -> usize {
+    let mut n = 0;
+    for c in v["choices"].as_array().expect("choices") {
+        let m = &c["message"];
+        let Some(calls) = m["tool_calls"].as_array() else {
+            assert_ne!(c["finish_reason"], "tool_calls", "{c}");
+            continue;
+        };
+        for call in calls {
+            assert_eq!(call["type"], "function", "{call}");
+            assert!(call["id"].as_str().is_some_and(|i| i.starts_with("call_")));
+            let args = call["function"]["arguments"].as_str().expect("arguments");
+            if c["finish_reason"] == "tool_calls" {
+                check_call(call["function"]["name"].as_str().expect("name"), args);
+            }
+        }
+        if c["finish_reason"] == "tool_calls" {
+            assert!(m["content"].is_null(), "{c}");
+            n += 1;
+        }
+    }
+    n
+}
+
+/// Requests mixing JSON-schema, JSON-object, tool-call and plain answers (#43).
 fn constrained_workload() -> Vec<Value> {
     let person = json!({"type": "object", "properties": {
         "name": {"type": "string", "maxLength": 16}, "age": {"type": "integer"}},
@@ -430,6 +492,28 @@ fn constrained_workload() -> Vec<Value> {
             }
             b
         })
+        .chain(
+            [
+                json!("required"),
+                json!("auto"),
+                json!({"type": "function", "function": {"name": "get_time"}}),
+                json!("required"),
+            ]
+            .into_iter()
+            .enumerate()
+            .map(|(i, choice)| {
+                let mut b = json!({
+                    "messages": [{"role": "user", "content": "What is the weather in Paris?"}],
+                    "tools": tools(), "tool_choice": choice, "max_tokens": 50,
+                    "seed": 400 + i as u64, "temperature": if i == 0 { 0.0 } else { 0.8 },
+                });
+                if i == 3 {
+                    b["n"] = json!(2);
+                    b["parallel_tool_calls"] = json!(false);
+                }
+                b
+            }),
+        )
         .collect()
 }
 
@@ -438,7 +522,8 @@ fn constrained_answers_under_load_equal_solo_runs_and_parse() {
     if model().is_none() {
         return;
     }
-    let loaded = Server::start(&["--max-seqs", "8", "--kv-mem", "3M", "--step-tokens", "64"]);
+    // 10M: room for one tool request (a 350-token prompt), not for many.
+    let loaded = Server::start(&["--max-seqs", "8", "--kv-mem", "10M", "--step-tokens", "64"]);
     let solo = Server::start(&[]);
     let work = constrained_workload();
     let path = "/v1/chat/completions";
@@ -450,11 +535,15 @@ fn constrained_answers_under_load_equal_solo_runs_and_parse() {
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
     let mut parsed = 0;
+    let mut called = 0;
     for (body, (code, got)) in work.iter().zip(answers) {
         assert_eq!(code, 200, "{body}: {got}");
         let (code, want) = solo.post(path, body);
         assert_eq!(code, 200);
         assert_eq!(timeless(got.clone()), timeless(want), "{body}");
+        if body.get("tools").is_some() {
+            called += check_tool_answer(&got);
+        }
         if body.get("response_format").is_none() {
             continue;
         }
@@ -474,6 +563,11 @@ fn constrained_answers_under_load_equal_solo_runs_and_parse() {
         }
     }
     assert!(parsed >= 5, "only {parsed} constrained answers ended");
+    assert!(called >= 3, "only {called} tool answers ended with calls");
+    assert!(
+        loaded.metric("detllm_preemptions_total") > 0.0,
+        "the load never preempted"
+    );
     assert_eq!(loaded.metric("detllm_kv_pages_used"), 0.0);
     // A bad schema is a 400 naming its field; the server keeps serving.
     let bad = json!({"messages": [{"role": "user", "content": "hi"}],
@@ -986,4 +1080,181 @@ fn openai_python_client_gets_the_same_answers() {
         assert_eq!(case["stream_text"], w["message"]["content"], "{case}");
         assert_eq!(case["detllm"], w["detllm"], "{case}");
     }
+}
+
+/// Tool calls through the official `openai` client on `model`: every
+/// forced call parses and fits its tool's schema, the stream's calls are
+/// the whole answer's, and a round trip (calls, results, answer) works.
+fn tool_calls_through_the_openai_client(
+    model: &std::path::Path,
+    python: &std::path::Path,
+    short: bool,
+) {
+    let s = Server::start_on(model, &[]);
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/serve_openai_tools.py");
+    let out = Command::new(python)
+        .arg(script)
+        .arg(s.url("/v1"))
+        .args(short.then_some("short"))
+        .output()
+        .expect("run the openai client");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got: Value = serde_json::from_str(&stdout).expect("client output");
+    for case in got["cases"].as_array().expect("cases") {
+        assert_eq!(case["whole"], case["stream"], "{case}");
+        let whole = &case["whole"];
+        assert!(whole["content"].is_null(), "{case}");
+        let calls = whole["calls"].as_array().expect("calls");
+        assert!(!calls.is_empty(), "{case}");
+        if whole["finish"] == "tool_calls" {
+            for c in calls {
+                check_call(
+                    c["name"].as_str().unwrap(),
+                    c["arguments"].as_str().unwrap(),
+                );
+            }
+        }
+        let named = case["request"]["tool_choice"]["function"]["name"] == "get_time";
+        if named || case["request"]["parallel_tool_calls"] == false {
+            assert_eq!(calls.len(), 1, "{case}");
+        }
+        if named {
+            assert_eq!(calls[0]["name"], "get_time", "{case}");
+        }
+    }
+    let rt = &got["round_trip"];
+    assert!(!rt["calls"].as_array().unwrap().is_empty(), "{rt}");
+    assert!(
+        rt["answer"].is_string() || !rt["answer_calls"].as_array().unwrap().is_empty(),
+        "{rt}"
+    );
+    // Bad tools are 400s naming the field, and the server keeps serving.
+    let chat = "/v1/chat/completions";
+    let ask = json!([{"role": "user", "content": "hi"}]);
+    for (body, param) in [
+        (
+            json!({"messages": ask, "tools": [{"type": "function", "function": {"name": "no spaces"}}]}),
+            "tools",
+        ),
+        (
+            json!({"messages": ask, "tools": tools(), "tool_choice": {"type": "function", "function": {"name": "nope"}}}),
+            "tool_choice",
+        ),
+        (
+            json!({"messages": ask, "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"a": {"type": "strin"}}}}}]}),
+            "tools",
+        ),
+        (
+            json!({"messages": ask, "tools": tools(), "response_format": {"type": "json_object"}}),
+            "tools",
+        ),
+        (
+            json!({"messages": [{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "{"}}]}]}),
+            "messages",
+        ),
+    ] {
+        let (code, err) = s.post(chat, &body);
+        assert_eq!(code, 400, "{body}: {err}");
+        assert_eq!(err["error"]["param"], param, "{body}: {err}");
+    }
+    let (code, err) = s.post(
+        "/v1/completions",
+        &json!({"prompt": "hi", "tools": tools()}),
+    );
+    assert_eq!(
+        (code, err["error"]["param"].as_str()),
+        (400, Some("tools")),
+        "{err}"
+    );
+    assert_eq!(
+        s.post(chat, &json!({"messages": ask, "max_tokens": 4})).0,
+        200
+    );
+    if !short {
+        tools_transcript_verifies(&s, model);
+    }
+}
+
+/// A tool request's transcript records its grammar (kind `tools`, text,
+/// SHA-256) and `detllm verify` re-derives its masks: the transcript
+/// verifies, and with the grammar's tool renamed (its SHA-256 made to
+/// match) it is refused at the step that spells the name.
+fn tools_transcript_verifies(s: &Server, model: &std::path::Path) {
+    use sha2::{Digest, Sha256};
+    let (code, r) = s.post(
+        "/v1/chat/completions",
+        &json!({"messages": [{"role": "user", "content": "What is the weather in Paris?"}],
+                "tools": tools(), "tool_choice": "required", "parallel_tool_calls": false,
+                "max_tokens": 60, "temperature": 0, "seed": 3}),
+    );
+    assert_eq!(code, 200, "{r}");
+    let name = r["choices"][0]["message"]["tool_calls"][0]["function"]["name"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no call: {r}"))
+        .to_string();
+    let id = choice(&r)["detllm"]["transcript_id"].as_str().unwrap();
+    let (code, tr) = s.get(&format!("/v1/transcripts/{id}"), &[]);
+    assert_eq!(code, 200, "{tr}");
+    let mut t: Value = serde_json::from_str(&tr).expect("transcript JSON");
+    let c = &t["constraint"];
+    assert_eq!(c["kind"], "tools", "{c}");
+    let text = c["text"].as_str().expect("constraint text").to_string();
+    let sha = |x: &str| format!("{:x}", Sha256::digest(x.as_bytes()));
+    assert_eq!(c["sha256"].as_str(), Some(sha(&text).as_str()), "{c}");
+    assert!(text.contains(&format!("\\\"{name}\\\"")), "{text}");
+    let verify = |t: &Value, tag: &str| {
+        let path = std::env::temp_dir().join(format!(
+            "detllm-tools-transcript-{}-{tag}.json",
+            std::process::id()
+        ));
+        std::fs::write(&path, t.to_string()).unwrap();
+        let out = Command::new(BIN)
+            .arg("verify")
+            .arg(&path)
+            .arg("--model")
+            .arg(model)
+            .output()
+            .unwrap();
+        let _ = std::fs::remove_file(&path);
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (ok, out) = verify(&t, "as-served");
+    assert!(ok, "{out}");
+    let other = text.replace(&name, "renamed_tool");
+    t["constraint"]["sha256"] = json!(sha(&other));
+    t["constraint"]["text"] = json!(other);
+    let (ok, out) = verify(&t, "renamed");
+    assert!(!ok && out.contains("CONSTRAINT REFUSED"), "{out}");
+}
+
+#[test]
+fn tool_calls_generic_format_smollm2() {
+    let (Some(model), Some(python)) = (model(), openai_python()) else {
+        return;
+    };
+    tool_calls_through_the_openai_client(&model, &python, false);
+}
+
+/// Qwen2.5-Coder-0.5B (its own `<tool_call>` format): the greedy cases only,
+/// to keep the test's time down.
+#[test]
+fn tool_calls_native_format_qwen25() {
+    let Some(model) = support::model::real_model(
+        "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        "qwen2.5-coder-0.5b",
+    ) else {
+        return;
+    };
+    let Some(python) = openai_python() else {
+        return;
+    };
+    tool_calls_through_the_openai_client(&model, &python, true);
 }

@@ -55,7 +55,8 @@ pub struct GenerateArgs {
     #[cfg(feature = "constrain")]
     #[arg(long, conflicts_with = "grammar")]
     pub json_schema: Option<PathBuf>,
-    /// Constrain the output to this grammar (a file, llguidance's Lark syntax).
+    /// Constrain the output to this grammar (a file, llguidance's Lark syntax;
+    /// GBNF, llama.cpp's, when the name ends in `.gbnf`).
     #[cfg(feature = "constrain")]
     #[arg(long)]
     pub grammar: Option<PathBuf>,
@@ -197,7 +198,11 @@ fn constraint_spec(args: &GenerateArgs) -> CliResult<Option<Spec>> {
         (None, Some(p)) => (Kind::Lark, p),
         (None, None) => return Ok(None),
     };
-    let text = std::fs::read_to_string(path).map_err(CliError::at(path))?;
+    let mut text = std::fs::read_to_string(path).map_err(CliError::at(path))?;
+    if kind == Kind::Lark && path.extension().is_some_and(|e| e == "gbnf") {
+        text = crate::gbnf::to_lark(&text)
+            .map_err(|e| CliError::Constraint(format!("{}: {e}", path.display())))?;
+    }
     Ok(Some(Spec { kind, text }))
 }
 

@@ -93,10 +93,17 @@ pub struct ContentPart {
 /// One chat message.
 #[derive(Debug, Deserialize)]
 pub struct ChatMessage {
-    /// `system`, `user` or `assistant` (`developer` is taken as `system`).
+    /// `system`, `user`, `assistant` or `tool` (`developer` is taken as
+    /// `system`; a `tool` message's `tool_call_id` is accepted, and shown
+    /// by no template).
     pub role: String,
-    /// The text.
-    pub content: Content,
+    /// The text (`null` or absent: an assistant message with `tool_calls`).
+    #[serde(default)]
+    pub content: Option<Content>,
+    /// An assistant message's calls: `[{"id", "type": "function",
+    /// "function": {"name", "arguments": JSON text}}]`.
+    #[serde(default)]
+    pub tool_calls: Option<serde_json::Value>,
 }
 
 /// `prompt`: text, token ids, or a list of either.
@@ -189,6 +196,8 @@ pub struct RequestBody {
     pub tools: Option<serde_json::Value>,
     /// OpenAI: `none`, `auto`, `required` or a named function.
     pub tool_choice: Option<serde_json::Value>,
+    /// OpenAI: several calls in one answer (default true).
+    pub parallel_tool_calls: Option<serde_json::Value>,
     /// OpenAI (legacy): functions.
     pub functions: Option<serde_json::Value>,
     /// OpenAI (legacy): `function_call`.
@@ -232,12 +241,28 @@ pub struct GenRequest {
     /// Ids the client already holds (`resume_token_ids`): checked against
     /// the run, not sent again.
     pub resume: Vec<u32>,
+    /// The function tools shown to the model (chat; `tool_choice` not `none`).
+    pub tools: Option<super::tools::ToolSpec>,
 }
 
 /// What both endpoints share, validated; `seed` is the server's pick when
 /// the request has none.
 fn common(c: &RequestBody, default_max: Option<u64>, seed: u64) -> Result<GenRequest, ApiError> {
-    let constraint = super::structured::constraint(c)?;
+    let mut constraint = super::structured::constraint(c)?;
+    let tools = super::tools::from_body(c)?;
+    if let Some(t) = &tools {
+        if let Some((field, _)) = constraint {
+            return Err(ApiError::invalid(
+                "tools",
+                format!("give either tools or {field}, not both"),
+            ));
+        }
+        let spec = crate::constrain::Spec {
+            kind: crate::constrain::Kind::Tools,
+            text: t.grammar(),
+        };
+        constraint = Some(("tools", spec));
+    }
     for (name, v) in [
         ("presence_penalty", &c.presence_penalty),
         ("frequency_penalty", &c.frequency_penalty),
@@ -301,6 +326,7 @@ fn common(c: &RequestBody, default_max: Option<u64>, seed: u64) -> Result<GenReq
         ignore_eos: c.ignore_eos,
         constraint,
         resume,
+        tools,
     })
 }
 
@@ -372,6 +398,74 @@ fn top_logprobs(n: u64, param: &'static str) -> Result<usize, ApiError> {
     Ok(n as usize)
 }
 
+/// Message `i` as `(role, text)`: content parts joined, an assistant's
+/// `tool_calls` rendered after its text ([`super::tools::assistant_with_calls`]).
+fn chat_message(i: usize, m: ChatMessage) -> Result<(String, String), ApiError> {
+    let bad = |what: String| ApiError::invalid("messages", format!("messages[{i}]{what}"));
+    let role = match m.role.as_str() {
+        "system" | "developer" => "system",
+        "user" => "user",
+        "assistant" => "assistant",
+        "tool" => "tool",
+        other => {
+            return Err(bad(format!(
+                ".role \"{other}\" is not system, user, assistant or tool"
+            )));
+        }
+    };
+    let text = match m.content {
+        Some(Content::Text(t)) => t,
+        Some(Content::Parts(parts)) => {
+            let mut t = String::new();
+            for p in parts {
+                if p.kind != "text" {
+                    return Err(bad(format!(
+                        ": content part type \"{}\" is not supported",
+                        p.kind
+                    )));
+                }
+                t.push_str(&p.text);
+            }
+            t
+        }
+        None if role == "assistant" => String::new(),
+        None => return Err(bad(".content is required".into())),
+    };
+    let calls = match m.tool_calls.filter(|c| !c.is_null()) {
+        None => return Ok((role.to_string(), text)),
+        Some(_) if role != "assistant" => {
+            return Err(bad(
+                ".tool_calls: only assistant messages have tool calls".into()
+            ));
+        }
+        Some(serde_json::Value::Array(calls)) => calls,
+        Some(_) => return Err(bad(".tool_calls must be an array".into())),
+    };
+    let mut parsed = Vec::with_capacity(calls.len());
+    for (j, c) in calls.iter().enumerate() {
+        let f = c.get("function");
+        let name = f
+            .and_then(|f| f.get("name"))
+            .and_then(serde_json::Value::as_str);
+        let args = f
+            .and_then(|f| f.get("arguments"))
+            .and_then(serde_json::Value::as_str);
+        let (Some(name), Some(args)) = (name, args) else {
+            return Err(bad(format!(
+                ".tool_calls[{j}] needs function.name and function.arguments (a JSON string)"
+            )));
+        };
+        let args: serde_json::Value = serde_json::from_str(args).map_err(|e| {
+            bad(format!(
+                ".tool_calls[{j}].function.arguments is not JSON: {e}"
+            ))
+        })?;
+        parsed.push((name.to_string(), args));
+    }
+    let text = super::tools::assistant_with_calls(&text, &parsed);
+    Ok((role.to_string(), text))
+}
+
 impl RequestBody {
     /// The validated chat request (`seed`: the server's pick if none is given).
     pub fn into_chat(self, seed: u64) -> Result<GenRequest, ApiError> {
@@ -387,37 +481,7 @@ impl RequestBody {
         };
         let mut msgs = Vec::with_capacity(messages.len());
         for (i, m) in messages.into_iter().enumerate() {
-            let role = match m.role.as_str() {
-                "system" | "developer" => "system",
-                "user" => "user",
-                "assistant" => "assistant",
-                other => {
-                    return Err(ApiError::invalid(
-                        "messages",
-                        format!("messages[{i}].role \"{other}\" is not system, user or assistant"),
-                    ));
-                }
-            };
-            let text = match m.content {
-                Content::Text(t) => t,
-                Content::Parts(parts) => {
-                    let mut t = String::new();
-                    for p in parts {
-                        if p.kind != "text" {
-                            return Err(ApiError::invalid(
-                                "messages",
-                                format!(
-                                    "messages[{i}]: content part type \"{}\" is not supported",
-                                    p.kind
-                                ),
-                            ));
-                        }
-                        t.push_str(&p.text);
-                    }
-                    t
-                }
-            };
-            msgs.push((role.to_string(), text));
+            msgs.push(chat_message(i, m)?);
         }
         g.prompt = PromptInput::Chat(msgs);
         let wanted = match self.logprobs {
@@ -454,6 +518,12 @@ impl RequestBody {
         }
         // OpenAI's default for the legacy endpoint.
         let g = common(&self, Some(16), seed)?;
+        if g.tools.is_some() {
+            return Err(ApiError::invalid(
+                "tools",
+                "tools need /v1/chat/completions (messages)",
+            ));
+        }
         let logprobs = match self.logprobs {
             None => None,
             Some(LogprobsParam::Count(k)) => Some(top_logprobs(k, "logprobs")?),
@@ -618,11 +688,39 @@ pub enum Detllm {
 /// A chat message in a response, or a streamed chunk's `delta`.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct Message {
-    /// The text (a chunk's: the part that became final with it).
-    pub content: String,
+    /// The text (a chunk's: the part that became final with it); `null`
+    /// in an answer (or a chunk) that is only tool calls.
+    pub content: Option<String>,
     /// `"assistant"` (in a stream: in each choice's first chunk only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub role: Option<&'static str>,
+    /// The answer's tool calls (a chunk's: their new parts).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<ToolCall>>,
+}
+
+/// One tool call of an answer, or a streamed part of one (`index` set,
+/// `id`, `type` and `function.name` in its first part only).
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct ToolCall {
+    pub function: FunctionCall,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Which call a streamed part belongs to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub index: Option<usize>,
+    /// `"function"`.
+    #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+    pub kind: Option<&'static str>,
+}
+
+/// A call's function: its arguments as JSON text (a streamed part's: the
+/// next fragment) and its name.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct FunctionCall {
+    pub arguments: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
 }
 
 /// One choice of a response or of a streamed chunk: exactly one of

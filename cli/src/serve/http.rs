@@ -16,9 +16,9 @@
 #![forbid(unsafe_code)]
 
 use super::api::{
-    Choice, Completion, Detllm, DetokenizeRequest, Detokenized, GenRequest, Health, Logprobs,
-    Message, ModelList, ModelObject, Provenance, RequestBody, TokenLogprob, TokenizeRequest,
-    Tokens, TopLogprob, Usage,
+    Choice, Completion, Detllm, DetokenizeRequest, Detokenized, FunctionCall, GenRequest, Health,
+    Logprobs, Message, ModelList, ModelObject, Provenance, RequestBody, TokenLogprob,
+    TokenizeRequest, Tokens, ToolCall, TopLogprob, Usage,
 };
 use super::error::ApiError;
 use super::extract::{ApiJson, BodyLimits, PathId};
@@ -307,7 +307,7 @@ async fn submit(st: &AppState, g: GenRequest) -> Result<Submitted, ApiError> {
     let n = g.n;
     let resumed = g.resume.clone();
     let accepted = ask(st, |reply| Command::Submit {
-        req: g,
+        req: Box::new(g),
         events: etx,
         reply,
     })
@@ -326,6 +326,10 @@ async fn run(st: Shared, kind: Kind, gens: Vec<GenRequest>) -> Result<Response, 
     let stream = gens.first().is_some_and(|g| g.stream);
     let include_usage = gens.first().is_some_and(|g| g.include_usage);
     let logprobs = gens.first().and_then(|g| g.logprobs);
+    let tools = gens
+        .first()
+        .and_then(|g| g.tools.as_ref())
+        .map(|t| t.choice.clone());
     let mut guard = CancelGuard {
         worker: st.worker.clone(),
         ids: Vec::new(),
@@ -355,6 +359,7 @@ async fn run(st: Shared, kind: Kind, gens: Vec<GenRequest>) -> Result<Response, 
         fingerprint: st.fingerprint.clone(),
         kind,
         logprobs,
+        tools,
     };
     if stream {
         Ok(stream_response(st, head, subs, guard, include_usage))
@@ -372,6 +377,9 @@ struct Head {
     fingerprint: String,
     kind: Kind,
     logprobs: Option<usize>,
+    /// A tools request's `tool_choice`: its answers are split into prose
+    /// and calls (`super::tools::Splitter`).
+    tools: Option<super::tools::Choice>,
 }
 
 impl Head {
@@ -505,22 +513,60 @@ fn provenance(sub: &Submitted, c: &Assembly) -> Provenance {
     }
 }
 
-/// Choice `index` of a whole response.
-fn whole_choice(head: &Head, index: usize, sub: &Submitted, c: &Assembly) -> Choice {
+/// `finish` as `finish_reason`: `"tool_calls"` for an answer that ended
+/// (not cut) after making calls.
+fn finish_reason(finish: Finish, calls: usize) -> &'static str {
+    match finish {
+        Finish::Stop if calls > 0 => "tool_calls",
+        f => f.as_str(),
+    }
+}
+
+/// Choice `index` (of prompt `sub`, the request's choice `local`) of a
+/// whole response.
+fn whole_choice(head: &Head, index: usize, local: usize, sub: &Submitted, c: &Assembly) -> Choice {
     let chat = head.kind == Kind::Chat;
     let text = c.text.clone();
+    let (content, calls) = match &head.tools {
+        Some(choice) => super::tools::split_whole(choice, &text),
+        None => (Some(text.clone()), Vec::new()),
+    };
+    let tool_calls = (!calls.is_empty()).then(|| {
+        calls
+            .iter()
+            .enumerate()
+            .map(|(k, (name, arguments))| ToolCall {
+                function: FunctionCall {
+                    arguments: arguments.clone(),
+                    name: Some(name.clone()),
+                },
+                id: Some(call_id(sub, local, k)),
+                index: None,
+                kind: Some("function"),
+            })
+            .collect()
+    });
     Choice {
         delta: None,
         detllm: Some(Detllm::Provenance(provenance(sub, c))),
-        finish_reason: c.ending.as_ref().map(|e| e.finish.as_str()),
+        finish_reason: c
+            .ending
+            .as_ref()
+            .map(|e| finish_reason(e.finish, calls.len())),
         index,
         logprobs: head.logprobs.map(|_| Logprobs::of(chat, &c.logprobs)),
-        message: chat.then(|| Message {
-            content: text.clone(),
+        message: chat.then_some(Message {
+            content,
             role: Some("assistant"),
+            tool_calls,
         }),
         text: (!chat).then_some(text),
     }
+}
+
+/// The id of call `call` of the request's choice `local`.
+fn call_id(sub: &Submitted, local: usize, call: usize) -> String {
+    super::tools::call_id(&sub.accepted.prompt_ids, sub.accepted.seed, local, call)
 }
 
 /// `v` as JSON text (the response types always serialize: string keys only).
@@ -565,8 +611,8 @@ async fn collect_response(
     usage.total_tokens = usage.prompt_tokens + usage.completion_tokens;
     let mut out = Vec::new();
     for (sub, choices) in subs.iter().zip(&all) {
-        for c in choices {
-            out.push(whole_choice(&head, out.len(), sub, c));
+        for (local, c) in choices.iter().enumerate() {
+            out.push(whole_choice(&head, out.len(), local, sub, c));
         }
     }
     guard.disarm(); // every request finished: nothing to cancel
@@ -574,13 +620,72 @@ async fn collect_response(
     Ok(Json(head.wrap(false, out, Some(usage))).into_response())
 }
 
-/// The streamed choice of one event for choice `index` (`None` for a
-/// failure); a choice's last chunk carries its provenance (`prov`).
+/// A streamed choice's state: whether its first chunk went out, and (for
+/// a tools request) its splitter into prose and calls.
+struct StreamedChoice {
+    started: bool,
+    tools: Option<super::tools::Splitter>,
+}
+
+/// The `delta` of `text` (a chunk's new text): the text itself, or for a
+/// tools request the prose and call parts it completes; and the calls
+/// begun so far.
+fn chunk_delta(
+    sub: &Submitted,
+    local: usize,
+    s: &mut StreamedChoice,
+    text: String,
+    last: bool,
+) -> (Message, usize) {
+    let role = (!s.started).then_some("assistant");
+    s.started = true;
+    let Some(split) = s.tools.as_mut() else {
+        return (
+            Message {
+                content: Some(text),
+                role,
+                tool_calls: None,
+            },
+            0,
+        );
+    };
+    let mut p = split.feed(&text);
+    if last {
+        let rest = split.finish();
+        p.content.push_str(&rest.content);
+        p.calls.extend(rest.calls);
+    }
+    let calls: Vec<ToolCall> = p
+        .calls
+        .into_iter()
+        .map(|d| ToolCall {
+            id: d.name.is_some().then(|| call_id(sub, local, d.index)),
+            kind: d.name.is_some().then_some("function"),
+            function: FunctionCall {
+                arguments: d.arguments,
+                name: d.name,
+            },
+            index: Some(d.index),
+        })
+        .collect();
+    let content = (!p.content.is_empty() || !split.in_calls()).then_some(p.content);
+    let msg = Message {
+        content,
+        role,
+        tool_calls: (!calls.is_empty()).then_some(calls),
+    };
+    (msg, split.calls())
+}
+
+/// The streamed choice of one event for the request's choice `local`
+/// (`index` in the response; `None` for a failure); a choice's last chunk
+/// carries its provenance (`prov`).
 fn chunk_choice(
     head: &Head,
-    index: usize,
+    (index, local): (usize, usize),
+    sub: &Submitted,
+    state: &mut StreamedChoice,
     ev: &Event,
-    first: bool,
     prov: Option<Provenance>,
 ) -> Option<Choice> {
     let (text, lp, finish, detllm) = match ev {
@@ -599,19 +704,17 @@ fn chunk_choice(
         Event::Done { finish, text, .. } => (
             text.clone(),
             None,
-            Some(finish.as_str()),
+            Some(*finish),
             prov.map(Detllm::Provenance),
         ),
         Event::Failed(_) => return None,
     };
     let chat = head.kind == Kind::Chat;
+    let (delta, calls) = chunk_delta(sub, local, state, text.clone(), finish.is_some());
     Some(Choice {
-        delta: chat.then(|| Message {
-            content: text.clone(),
-            role: first.then_some("assistant"),
-        }),
+        delta: chat.then_some(delta),
         detllm,
-        finish_reason: finish,
+        finish_reason: finish.map(|f| finish_reason(f, calls)),
         index,
         logprobs: lp.map(|l| Logprobs::of(chat, &[l])),
         message: None,
@@ -634,10 +737,15 @@ fn stream_response(
         let mut ok = true;
         for mut sub in subs {
             let mut open = sub.n;
+            let mut states: Vec<StreamedChoice> = (0..sub.n)
+                .map(|_| StreamedChoice {
+                    started: false,
+                    tools: head.tools.as_ref().map(super::tools::Splitter::new),
+                })
+                .collect();
             // A resumed choice's first chunk (and its role) went out before the cut.
-            let mut started = vec![false; sub.n];
-            if let Some(s) = started.first_mut() {
-                *s = !sub.resumed.is_empty();
+            if let Some(s) = states.first_mut() {
+                s.started = !sub.resumed.is_empty();
             }
             let mut choices = sub.assemblies();
             usage.prompt_tokens += sub.accepted.prompt_ids.len();
@@ -667,9 +775,7 @@ fn stream_response(
                     }
                     Event::Failed(_) => None,
                 };
-                let first = !started[i];
-                started[i] = true;
-                if let Some(c) = chunk_choice(&head, base + i, &ev, first, prov)
+                if let Some(c) = chunk_choice(&head, (base + i, i), &sub, &mut states[i], &ev, prov)
                     && tx
                         .send(Ok(sse_json(&head.wrap(true, vec![c], None))))
                         .is_err()

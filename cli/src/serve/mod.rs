@@ -35,6 +35,7 @@ pub mod metrics;
 pub mod protocol;
 pub mod structured;
 pub mod text;
+pub mod tools;
 pub mod verify_page;
 pub mod worker;
 

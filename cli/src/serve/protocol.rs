@@ -94,8 +94,8 @@ pub enum Event {
 pub enum Command {
     /// Run a request; events go to `events`, the acceptance (or why not) to `reply`.
     Submit {
-        /// The request.
-        req: GenRequest,
+        /// The request (boxed: it is most of the enum's size).
+        req: Box<GenRequest>,
         /// Where its events go (dropping the receiver cancels it).
         events: mpsc::UnboundedSender<Event>,
         /// Accepted or rejected.

@@ -1,16 +1,16 @@
-//! Structured-output and tool fields of a request (`response_format`,
-//! `json_schema`, `grammar`, `tools`, `tool_choice`, `functions`).
+//! Structured-output fields of a request (`response_format`,
+//! `json_schema`, `grammar`, `functions`; `tools` are [`super::tools`]'s).
 //!
 //! Honoured: `response_format` `{"type": "json_object"}` and
 //! `{"type": "json_schema", "json_schema": {"schema": …}}`, and
 //! llama-server's `json_schema` field: each becomes a JSON-schema
-//! [`Spec`] the worker compiles and applies as token masks. Each field the
-//! server cannot honour yet (GBNF `grammar`, `tools`, `functions`) is refused
-//! with a 400 naming the field, never dropped in silence (a request with
-//! `tools` answered with prose would mislead an agent into thinking its tools
-//! were shown to the model). Accepted as no-ops: `response_format:
-//! {"type": "text"}`, an empty `tools` list, `tool_choice: "none"`,
-//! `parallel_tool_calls` alone.
+//! [`Spec`] the worker compiles and applies as token masks; llama-server's
+//! `grammar` (GBNF) becomes a Lark [`Spec`] ([`crate::gbnf`]), a GBNF error
+//! a 400 naming its line and column. Each field the server cannot honour
+//! (the legacy `functions` and `function_call`) is refused with a 400 naming the field, never dropped in
+//! silence (a request with `functions` answered with prose would mislead an
+//! agent into thinking its functions were shown to the model). Accepted as
+//! a no-op: `response_format: {"type": "text"}`.
 //!
 //! Verified by the unit tests below (each field refused or turned into its
 //! schema, the no-ops accepted) and `cli/tests/serve.rs`.
@@ -77,8 +77,30 @@ pub fn constraint(body: &RequestBody) -> Result<Option<(&'static str, Spec)>, Ap
             },
         ));
     }
+    if let Some(g) = s.grammar.as_ref().filter(|v| !v.is_null()) {
+        if let Some((field, _)) = found {
+            return Err(ApiError::invalid(
+                "grammar",
+                format!("give either grammar or {field}, not both"),
+            ));
+        }
+        let Some(text) = g.as_str() else {
+            return Err(ApiError::invalid(
+                "grammar",
+                "grammar must be a string (GBNF)",
+            ));
+        };
+        let lark =
+            crate::gbnf::to_lark(text).map_err(|e| ApiError::invalid("grammar", e.to_string()))?;
+        found = Some((
+            "grammar",
+            Spec {
+                kind: Kind::Lark,
+                text: lark,
+            },
+        ));
+    }
     for (name, v) in [
-        ("grammar", &s.grammar),
         ("functions", &s.functions),
         ("function_call", &s.function_call),
     ] {
@@ -86,30 +108,10 @@ pub fn constraint(body: &RequestBody) -> Result<Option<(&'static str, Spec)>, Ap
             return Err(ApiError::invalid(
                 name,
                 format!(
-                    "{name} is not supported by this server yet (GBNF is not read yet: use json_schema or response_format)"
+                    "{name} is not supported by this server (the legacy function calling): use tools"
                 ),
             ));
         }
-    }
-    let has_tools = s
-        .tools
-        .as_ref()
-        .is_some_and(|t| !t.is_null() && t.as_array().is_none_or(|a| !a.is_empty()));
-    let choice_none = s
-        .tool_choice
-        .as_ref()
-        .is_none_or(|c| c.is_null() || c == "none");
-    if has_tools {
-        return Err(ApiError::invalid(
-            "tools",
-            "tools are not supported by this server yet: the model would not see them",
-        ));
-    }
-    if !choice_none {
-        return Err(ApiError::invalid(
-            "tool_choice",
-            "tool_choice needs tools, which this server does not support yet",
-        ));
     }
     Ok(found)
 }
@@ -174,10 +176,16 @@ mod tests {
                 r#""response_format":{"type":"json_object"},"json_schema":{}"#.to_string(),
                 "json_schema",
             ),
-            (r#""grammar":"root ::= \"a\"""#.to_string(), "grammar"),
-            (format!(r#""tools":{tool}"#), "tools"),
-            (format!(r#""tools":{tool},"tool_choice":"none""#), "tools"),
-            (r#""tool_choice":"required""#.to_string(), "tool_choice"),
+            (r#""grammar":"root ::= \"a"#.to_string() + "\"", "grammar"),
+            (r#""grammar":5"#.to_string(), "grammar"),
+            (
+                r#""grammar":"root ::= \"a\"","json_schema":{}"#.to_string(),
+                "grammar",
+            ),
+            (
+                format!(r#""functions":{tool},"function_call":"auto""#),
+                "functions",
+            ),
             (r#""functions":[{"name":"f"}]"#.to_string(), "functions"),
         ] {
             let json = format!("{{{m},{extra}}}");
@@ -191,13 +199,22 @@ mod tests {
         for extra in [
             r#""response_format":{"type":"text"}"#,
             r#""response_format":null"#,
-            r#""tools":[]"#,
-            r#""tool_choice":"none""#,
-            r#""parallel_tool_calls":false"#,
             r#""grammar":null"#,
+            r#""grammar":"root ::= [a-z]+ \"!\"""#,
         ] {
             let json = format!("{{{m},{extra}}}");
             assert_eq!(check(&json), Ok(()), "{json}");
         }
+    }
+
+    #[test]
+    fn a_gbnf_grammar_becomes_its_lark_translation() {
+        let body: RequestBody = serde_json::from_str(
+            r#"{"messages":[{"role":"user","content":"hi"}],"grammar":"root ::= \"y\" | \"n\""}"#,
+        )
+        .unwrap();
+        let (field, spec) = constraint(&body).unwrap().expect("a constraint");
+        assert_eq!((field, spec.kind), ("grammar", Kind::Lark));
+        assert_eq!(spec.text, "start: \"y\" | \"n\"\n");
     }
 }

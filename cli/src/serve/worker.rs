@@ -289,7 +289,7 @@ impl Runner {
     fn command(&mut self, cmd: Command) {
         match cmd {
             Command::Submit { req, events, reply } => {
-                let _ = reply.send(self.submit(req, events));
+                let _ = reply.send(self.submit(*req, events));
             }
             Command::Cancel { id } => self.cancel(id),
             Command::Tokenize {
@@ -350,7 +350,11 @@ impl Runner {
     }
 
     /// The prompt's text (for the transcript) and token ids.
-    fn prompt(&mut self, p: &PromptInput) -> Result<(String, Vec<u32>), ApiError> {
+    fn prompt(
+        &mut self,
+        p: &PromptInput,
+        tools: Option<&super::tools::ToolSpec>,
+    ) -> Result<(String, Vec<u32>), ApiError> {
         match p {
             PromptInput::Tokens(ids) => {
                 let vocab = self.front.tokenizer.vocab_size();
@@ -364,11 +368,12 @@ impl Runner {
             }
             PromptInput::Text(t) => Ok((t.clone(), self.encode(t, true)?)),
             PromptInput::Chat(msgs) => {
+                let template = crate::prompt::template_of(&self.front.tokenizer);
+                let msgs = super::tools::prompt_messages(template, msgs, tools);
                 let m: Vec<detllm::tokenizer::chat::Message<'_>> = msgs
                     .iter()
                     .map(|(role, content)| detllm::tokenizer::chat::Message { role, content })
                     .collect();
-                let template = crate::prompt::template_of(&self.front.tokenizer);
                 let text = crate::prompt::render_chat(template, &m, true)
                     .map_err(|e| ApiError::invalid("messages", e.to_string()))?;
                 let ids = self.encode(&text, true)?;
@@ -382,7 +387,7 @@ impl Runner {
         req: GenRequest,
         events: UnboundedSender<Event>,
     ) -> Result<Accepted, ApiError> {
-        let (prompt_text, prompt_ids) = self.prompt(&req.prompt)?;
+        let (prompt_text, prompt_ids) = self.prompt(&req.prompt, req.tools.as_ref())?;
         if prompt_ids.is_empty() {
             return Err(ApiError::invalid(
                 "prompt",
