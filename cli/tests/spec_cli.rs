@@ -155,3 +155,58 @@ fn draft_model_with_another_vocabulary_is_a_typed_error() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("--draft-model"), "{err}");
 }
+
+/// Three user turns of a scripted chat (the replies copy from the turns and
+/// from each other, so n-gram drafts are often right).
+const TURNS: &[u8] = b"Repeat exactly: the cat sat on the mat, the dog sat on the log.\n\
+Say the same sentence again, then once more.\n\
+Now list the animals you named.\n";
+
+/// (stdout, the tokens/s lines) of `chat` fed `TURNS` on stdin.
+fn chat(model: &Path, extra: &[&str]) -> (String, Vec<String>) {
+    let mut cmd = bin();
+    cmd.args(["chat", "--max-tokens", "48", "--model"])
+        .arg(model)
+        .args(extra);
+    let (code, out, err) = run(&mut cmd, Some(TURNS));
+    assert_eq!(code, 0, "{extra:?}: {err}");
+    let lines: Vec<String> = err
+        .lines()
+        .filter(|l| l.contains(" tokens, "))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(lines.len(), 3, "one reply per turn: {err}");
+    (out, lines)
+}
+
+#[test]
+fn chat_speculation_changes_no_reply() {
+    let Some(model) = support::model::path() else {
+        return;
+    };
+    let m = model.to_str().expect("utf-8 path");
+    let sampled = &["--seed", "11", "--repeat-penalty", "1.1"][..];
+    let greedy = &["--temperature", "0"][..];
+    for sampling in [sampled, greedy] {
+        let (plain, _) = chat(&model, sampling);
+        assert!(plain.lines().count() >= 3, "{plain}");
+        for spec in [
+            &["--speculate", "ngram"][..],
+            &["--speculate", "ngram", "--draft-max", "2"][..],
+            &["--speculate", "draft", "--draft-model", m][..],
+        ] {
+            let args = [sampling, spec].concat();
+            let (out, lines) = chat(&model, &args);
+            assert_eq!(out, plain, "{args:?}");
+            assert!(
+                lines.iter().all(|l| l.contains("speculation:")),
+                "{lines:?}"
+            );
+            if spec[1] == "draft" {
+                // The model drafting for itself: greedy drafts are all kept.
+                let accepted = lines.iter().any(|l| !l.contains(" 0 accepted"));
+                assert!(accepted, "{lines:?}");
+            }
+        }
+    }
+}

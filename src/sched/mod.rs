@@ -36,6 +36,17 @@
 //! it depends only on the completion's own tokens
 //! (`tests/engine/constrain_props.rs`).
 //!
+//! **Resumed completions.** [`Scheduler::submit_resumed`] takes ids a
+//! client already holds from an interrupted run: they are fed with the
+//! prompt in prefill-sized chunks, every row from the prompt's last token on
+//! with its logits (a verify entry, within the step's logit rows), and each
+//! row's token is drawn exactly as decoding draws it and compared with the
+//! id — the acceptance rule of speculative decoding (`spec::accept`, one
+//! function for both). An id is kept only while it equals its draw; after
+//! the first that does not, the rows past the token drawn are cut from the
+//! cache and decoding goes on. So the events are the plain run's whatever
+//! the ids are, and k correct ids cost one prefill pass instead of k steps.
+//!
 //! All memory is carved from the caller's [`Arena`] once
 //! ([`Scheduler::bytes_required`]); nothing allocates afterwards.
 //!
@@ -66,7 +77,8 @@
 //! `tests/engine/sched_props.rs` (proptest) drives random workloads — arrival times,
 //! prompt lengths, shared prefixes, `max_tokens`, budgets, page pools small
 //! enough to force preemption, cancellations, `n > 1`, temperatures, seeds,
-//! stop tokens, logprobs, cache clears — on synthetic models, and checks every
+//! stop tokens, logprobs, cache clears, resumed requests (a prefix of the
+//! solo run, sometimes with a wrong id) — on synthetic models, and checks every
 //! finished completion against its solo `generate` run (tokens, every step's
 //! digest, final digest; logprobs against [`logprobs`] over the solo run's
 //! rows), cancelled ones as prefixes, the KV audit after every step, and the

@@ -12,7 +12,8 @@ use crate::constraint::{Constraint, Unconstrained};
 use crate::kv::{KvStore, PagedCache, SeqId};
 use crate::model::{Engine, Entry, Limits};
 use crate::sample::SamplingParams;
-use crate::{Arena, Error, Parallel, Result};
+use crate::spec::accept::{Drew, Rows as AcceptRows, accept};
+use crate::{Arena, Error, F32, Parallel, Result};
 
 /// Most entries (sequences) one step carries; more running sequences than
 /// this take turns (the oldest first).
@@ -113,17 +114,31 @@ pub struct Stats {
     pub prefix_hits: u64,
     /// Prompt tokens those hits did not recompute.
     pub prefix_tokens: u64,
+    /// Resumed ids ([`Scheduler::submit_resumed`]) found equal to the
+    /// token drawn at their position.
+    pub resumed_kept: u64,
 }
 
-/// One row group of a step: a slot and how many of its tokens it feeds.
+/// One row group of a step: a slot, how many of its tokens it feeds, and
+/// whether it verifies proposed tokens (a logits row for every token).
 #[derive(Clone, Copy)]
 struct Row {
     slot: u32,
     n: u32,
+    verify: bool,
 }
 
 impl Row {
-    const EMPTY: Row = Row { slot: 0, n: 0 };
+    const EMPTY: Row = Row {
+        slot: 0,
+        n: 0,
+        verify: false,
+    };
+
+    /// Rows of the step's logits it takes.
+    fn logit_rows(&self) -> usize {
+        if self.verify { self.n as usize } else { 1 }
+    }
 }
 
 type Rows = [Row; MAX_STEP_ENTRIES];
@@ -304,7 +319,7 @@ impl<'a> Scheduler<'a> {
     /// above [`Scheduler::max_len`]), [`Error::QueueFull`] (fewer than `n`
     /// free slots; retry after some finish).
     pub fn submit(&mut self, req: &Request<'_>) -> Result<RequestId> {
-        self.enqueue(req, false)
+        self.enqueue(req, false, &[])
     }
 
     /// Queues a request whose completions sample under the [`Constraint`]
@@ -312,15 +327,49 @@ impl<'a> Scheduler<'a> {
     /// by request id and completion index, before every token). Errors as
     /// [`Scheduler::submit`].
     pub fn submit_constrained(&mut self, req: &Request<'_>) -> Result<RequestId> {
-        self.enqueue(req, true)
+        self.enqueue(req, true, &[])
     }
 
-    fn enqueue(&mut self, req: &Request<'_>, constrained: bool) -> Result<RequestId> {
+    /// Queues a request of one completion whose first tokens the caller
+    /// believes are `resumed` (ids a client already received from an
+    /// interrupted run): the prompt and `resumed` are fed in prefill-sized
+    /// chunks, every row after the prompt's last token is drawn for exactly
+    /// as decoding would, and each resumed id is kept only while it equals
+    /// its draw (the same rule as speculative decoding,
+    /// [`crate::spec`]). The events, tokens and digests are the plain run's
+    /// whatever `resumed` holds — a wrong id only costs the rows after it
+    /// (the caller compares the token events with `resumed` to find where
+    /// they part). `constrained` as [`Scheduler::submit_constrained`].
+    /// Errors as [`Scheduler::submit`], and [`Error::InvalidSampling`]
+    /// (`"n"` when `n > 1` with ids to resume, `"resumed"` with more ids
+    /// than `max_tokens`), [`Error::TokenOutOfRange`] (a resumed id).
+    pub fn submit_resumed(
+        &mut self,
+        req: &Request<'_>,
+        resumed: &[u32],
+        constrained: bool,
+    ) -> Result<RequestId> {
+        if !resumed.is_empty() && req.n != 1 {
+            return Err(Error::InvalidSampling { param: "n" });
+        }
+        if resumed.len() > req.max_tokens {
+            return Err(Error::InvalidSampling { param: "resumed" });
+        }
+        self.enqueue(req, constrained, resumed)
+    }
+
+    fn enqueue(
+        &mut self,
+        req: &Request<'_>,
+        constrained: bool,
+        resumed: &[u32],
+    ) -> Result<RequestId> {
         if req.prompt.is_empty() {
             return Err(Error::EmptyPrompt);
         }
         let vocab_size = self.engine.config().vocab_size;
-        if let Some(&token) = req.prompt.iter().find(|&&t| t as usize >= vocab_size) {
+        let mut ids = req.prompt.iter().chain(resumed);
+        if let Some(&token) = ids.find(|&&t| t as usize >= vocab_size) {
             return Err(Error::TokenOutOfRange { token, vocab_size });
         }
         req.params.validate()?;
@@ -376,10 +425,16 @@ impl<'a> Scheduler<'a> {
                 slot.set_state(State::Follower);
             }
             slot.constrained = u32::from(constrained);
+            // At most max_tokens (checked), so it fits the row and u32.
+            slot.forced = resumed.len() as u32;
             self.slots[j] = slot;
             let start = j * self.stride;
             if let Some(h) = self.tokens.get_mut(start..start + req.prompt.len()) {
                 h.copy_from_slice(req.prompt);
+            }
+            let at = start + req.prompt.len();
+            if let Some(h) = self.tokens.get_mut(at..at + resumed.len()) {
+                h.copy_from_slice(resumed);
             }
         }
         self.stats.submitted += 1;
@@ -497,27 +552,26 @@ impl<'a> Scheduler<'a> {
     }
 
     /// The next step's rows over the active completions: a decode row for
-    /// each (oldest first), then prefill chunks (oldest first), while the
-    /// token budget and the entry limit last. Returns (rows, tokens).
+    /// each (oldest first), then prefill and verify chunks (oldest first),
+    /// while the token budget, the entry limit and the logit rows last.
+    /// Returns (rows, tokens).
     fn plan(&self, rows: &mut Rows) -> (usize, usize) {
-        let (mut n, mut tokens) = (0, 0);
+        let max_logits = self.engine.limits().max_logit_rows;
+        let (mut n, mut tokens, mut logits) = (0, 0, 0);
         for decode in [true, false] {
             let mut last = None;
-            while n < self.max_entries && tokens < self.budget {
+            while n < self.max_entries && tokens < self.budget && logits < max_logits {
                 let Some(i) = self.next_slot(last, |s| {
-                    s.state() == State::Active && s.len > s.fed && (s.len - s.fed == 1) == decode
+                    s.state() == State::Active && s.unfed() > 0 && s.decodes() == decode
                 }) else {
                     break;
                 };
                 let s = &self.slots[i];
                 last = Some(s.key());
-                let c = ((s.len - s.fed) as usize).min(self.budget - tokens);
-                rows[n] = Row {
-                    slot: i as u32,
-                    n: c as u32,
-                };
+                rows[n] = chunk(s, i, self.budget - tokens, max_logits - logits);
+                tokens += rows[n].n as usize;
+                logits += rows[n].logit_rows();
                 n += 1;
-                tokens += c;
             }
         }
         (n, tokens)
@@ -567,7 +621,9 @@ impl<'a> Scheduler<'a> {
                 .map(|h| (h, h.common.min(len.saturating_sub(1))))
                 .filter(|&(_, m)| m > 0);
             let fed = hit.map_or(0, |(_, m)| m);
-            let chunk = (len - fed).min(self.budget - tokens);
+            let mut from = s;
+            from.fed = fed as u32;
+            let chunk = chunk(&from, i, self.budget - tokens, 1).n as usize;
             let need = (fed + chunk).div_ceil(ps) - fed.div_ceil(ps)
                 + usize::from(!fed.is_multiple_of(ps));
             if entries > 0 && pages + need > available {
@@ -715,7 +771,7 @@ impl<'a> Scheduler<'a> {
             *e = Entry {
                 seq: s.seq,
                 tokens,
-                all_logits: false,
+                all_logits: r.verify,
             };
         }
         let vocab = self.engine.config().vocab_size;
@@ -723,13 +779,34 @@ impl<'a> Scheduler<'a> {
         self.stats.steps += 1;
         for r in rows {
             let s = &mut self.slots[r.slot as usize];
-            if s.len - s.fed == 1 {
+            if !r.verify && s.decodes() {
                 report.decoded += 1;
             } else {
                 report.prefilled += r.n as usize;
                 self.stats.tokens_prefilled += u64::from(r.n);
             }
             s.fed += r.n;
+        }
+        let step = (stride, logits, vocab);
+        let mut first_row = 0;
+        for r in rows {
+            if r.verify {
+                let mut resumed = Resumed {
+                    par,
+                    lanes: &mut self.lanes,
+                    slots: self.slots,
+                    tokens: self.tokens,
+                    step,
+                    constraint: &mut *constraint,
+                    sink: &mut *sink,
+                    tokens_out: &mut self.stats.tokens_out,
+                    kept: &mut self.stats.resumed_kept,
+                    slot: r.slot as usize,
+                    first_row,
+                };
+                accept(&mut resumed, r.n as usize)?;
+            }
+            first_row += r.logit_rows();
         }
         let n_jobs = plan_jobs(self.slots, rows, self.jobs)?;
         self.lanes.run(
@@ -742,9 +819,24 @@ impl<'a> Scheduler<'a> {
             sink,
             &mut self.stats.tokens_out,
         )?;
+        self.cut_verified(rows)?;
         self.fork_followers()?;
         self.cache_prompts(rows);
         self.retire_done(sink, report)
+    }
+
+    /// After a verify entry, the cache holds the history minus its last
+    /// token, as plain decoding's: the rows past the last token drawn (a
+    /// proposal that was not kept, and those after it) are cut.
+    fn cut_verified(&mut self, rows: &[Row]) -> Result<()> {
+        for r in rows.iter().filter(|r| r.verify) {
+            let s = &mut self.slots[r.slot as usize];
+            if s.state() == State::Active && s.has_seq == 1 && s.fed >= s.len {
+                self.engine.truncate(s.seq, s.len as usize - 1)?;
+                s.fed = s.len - 1;
+            }
+        }
+        Ok(())
     }
 
     /// Followers that sampled their first token fork their leader's
@@ -859,7 +951,7 @@ fn pages_to_grow(kv: &PagedCache<'_>, seq: SeqId, n: usize) -> usize {
 /// followers (they draw their first token from the same row). Returns
 /// how many were written to `jobs`.
 fn plan_jobs(slots: &[Slot], rows: &[Row], jobs: &mut [Job]) -> Result<usize> {
-    let mut n = 0;
+    let (mut n, mut first_row) = (0, 0);
     let mut push = |job: Job| -> Result<()> {
         let available = jobs.len();
         *jobs.get_mut(n).ok_or(Error::BufferTooSmall {
@@ -869,12 +961,13 @@ fn plan_jobs(slots: &[Slot], rows: &[Row], jobs: &mut [Job]) -> Result<usize> {
         n += 1;
         Ok(())
     };
-    for (k, r) in rows.iter().enumerate() {
+    for r in rows {
         let s = &slots[r.slot as usize];
-        if s.fed != s.len {
-            continue; // a prefill chunk short of the end
+        let row = first_row as u32;
+        first_row += r.logit_rows();
+        if r.verify || s.fed != s.len {
+            continue; // sampled by its walk, or a prefill chunk short of the end
         }
-        let row = k as u32;
         push(Job {
             slot: r.slot,
             row,
@@ -893,4 +986,92 @@ fn plan_jobs(slots: &[Slot], rows: &[Row], jobs: &mut [Job]) -> Result<usize> {
         }
     }
     Ok(n)
+}
+
+/// Slot `i`'s next entry, with `tokens` of the step's budget and
+/// `logit_rows` of its logits rows left: without proposals, its unfed
+/// history; with proposals, first the history up to its last token (no
+/// logits), then that token and the proposals with a row each (a verify
+/// entry: every row is drawn for).
+fn chunk(s: &Slot, i: usize, tokens: usize, logit_rows: usize) -> Row {
+    let unfed = s.unfed() as usize;
+    let (n, verify) = if s.forced == 0 {
+        (unfed.min(tokens), false)
+    } else if s.fed + 1 < s.len {
+        (((s.len - 1 - s.fed) as usize).min(tokens), false)
+    } else {
+        (unfed.min(tokens).min(logit_rows), true)
+    };
+    Row {
+        slot: i as u32,
+        n: n as u32,
+        verify,
+    }
+}
+
+/// A resumed completion's verify entry, as [`accept`] walks it: row `i`
+/// follows the history's last token and the first `i` proposals; each draw
+/// is the step's ordinary sampling of one job (the slot's sampler, PRNG,
+/// penalty window, constraint, logprobs and events).
+struct Resumed<'x, 'a, P, S: ?Sized> {
+    par: &'x P,
+    lanes: &'x mut Lanes<'a>,
+    slots: &'x mut [Slot],
+    tokens: &'x mut [u32],
+    step: (usize, &'x [F32], usize),
+    constraint: &'x mut dyn Constraint,
+    sink: &'x mut S,
+    tokens_out: &'x mut u64,
+    kept: &'x mut u64,
+    slot: usize,
+    first_row: usize,
+}
+
+impl<P: Parallel, S: Sink + ?Sized> AcceptRows for Resumed<'_, '_, P, S> {
+    fn proposed(&self, _i: usize) -> Option<u32> {
+        let s = self.slots.get(self.slot)?;
+        if s.forced == 0 {
+            return None;
+        }
+        self.tokens
+            .get(self.slot * self.step.0 + s.len as usize)
+            .copied()
+    }
+
+    fn draw(&mut self, i: usize) -> Result<Drew> {
+        let proposed = self.proposed(i);
+        let before = self.slots.get(self.slot).ok_or(Error::SizeOverflow)?.len;
+        let job = Job {
+            slot: self.slot as u32,
+            row: (self.first_row + i) as u32,
+            follower: 0,
+        };
+        self.lanes.run(
+            self.par,
+            &[job],
+            self.slots,
+            self.tokens,
+            self.step,
+            &mut *self.constraint,
+            &mut *self.sink,
+            self.tokens_out,
+        )?;
+        let s = &mut self.slots[self.slot];
+        if s.len == before {
+            s.forced = 0;
+            return Ok(Drew::Ended);
+        }
+        let at = self.slot * self.step.0 + s.len as usize - 1;
+        let tok = self.tokens.get(at).copied().ok_or(Error::SizeOverflow)?;
+        *self.kept += u64::from(proposed == Some(tok));
+        s.forced = match proposed {
+            Some(p) if p == tok && s.state() != State::Done => s.forced - 1,
+            _ => 0,
+        };
+        Ok(if s.state() == State::Done {
+            Drew::Last(tok)
+        } else {
+            Drew::Token(tok)
+        })
+    }
 }

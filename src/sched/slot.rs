@@ -100,9 +100,14 @@ pub(crate) struct Slot {
     stop: [u32; MAX_STOP],
     /// 1: sampled under the caller's constraint.
     pub constrained: u32,
+    /// Proposed tokens after the history in the token table (a resumed
+    /// completion's ids not yet checked): fed with the history and drawn
+    /// for row by row, each kept only while it equals its draw.
+    pub forced: u32,
+    _pad: u32,
 }
 
-const _: () = assert!(core::mem::size_of::<Slot>() == 200);
+const _: () = assert!(core::mem::size_of::<Slot>() == 208);
 
 impl Slot {
     /// A completion of `request` sampled with `params` (its seed already
@@ -143,6 +148,8 @@ impl Slot {
             n_stop: n_stop as u32,
             stop: stops,
             constrained: 0,
+            forced: 0,
+            _pad: 0,
         }
     }
 
@@ -204,6 +211,16 @@ impl Slot {
     /// Tokens generated so far.
     pub fn generated(&self) -> usize {
         self.len.saturating_sub(self.prompt_len) as usize
+    }
+
+    /// Tokens of the history and the proposals not yet in the KV cache.
+    pub fn unfed(&self) -> u32 {
+        (self.len + self.forced).saturating_sub(self.fed)
+    }
+
+    /// A decode row: exactly the last history token to feed, no proposals.
+    pub fn decodes(&self) -> bool {
+        self.forced == 0 && self.len.saturating_sub(self.fed) == 1
     }
 
     /// Admission order: request id, then completion index.

@@ -63,13 +63,16 @@
 
 #![forbid(unsafe_code)]
 
+pub(crate) mod accept;
 mod adapt;
 mod ngram;
 mod verify;
 
 pub use adapt::DraftLen;
 pub use ngram::NgramDraft;
-pub use verify::{OnStep, SpecStats, generate_speculative};
+pub use verify::{
+    Ask, Conversation, OnStep, SpecStats, continue_speculative, generate_speculative,
+};
 
 use crate::Result;
 

@@ -3,6 +3,7 @@
 
 #![forbid(unsafe_code)]
 
+use super::accept::{Drew, Rows, accept};
 use super::{DraftLen, DraftSource};
 use crate::audit::DigestChain;
 use crate::kv::SeqId;
@@ -35,15 +36,6 @@ struct Decoding<'h> {
     chain: DigestChain,
 }
 
-/// How the generation is asked for: its parameters, the token limit, the
-/// end-of-generation test and the per-token callback.
-struct Ask<'c> {
-    params: &'c SamplingParams,
-    max_tokens: usize,
-    is_eog: &'c dyn Fn(u32) -> bool,
-    on_step: &'c mut OnStep<'c>,
-}
-
 /// [`model::generate`](crate::model::generate) with speculation: the same
 /// arguments, the same errors, the same tokens and digests; `draft`
 /// proposes up to `draft_max` tokens per step (0: plain decoding, one row
@@ -67,22 +59,89 @@ pub fn generate_speculative<'a, K: KvBuild<'a>, P: Parallel, D: DraftSource + ?S
     draft_max: usize,
     on_step: &mut OnStep<'_>,
 ) -> Result<(Generated, SpecStats)> {
-    let n_hist = crate::model::start_history(prompt, params, max_tokens, history)?;
-    let mut dec = Decoding {
+    let mut conv = Conversation {
         history,
-        n_hist,
-        n: 0,
+        len: 0,
         rng: SplitMix64::new(params.seed),
-        chain: DigestChain::new(params),
     };
-    let mut ask = Ask {
+    let ask = Ask {
         params,
         max_tokens,
         is_eog,
         on_step,
     };
+    let parts = (engine, par, sampler, seq);
+    continue_speculative(parts, &mut conv, prompt, ask, draft, draft_max)
+}
+
+/// A sequence's sampling state carried from one generation to the next (the
+/// turns of a chat): every token so far — the repetition penalty's window
+/// and the draft sources' text — and the PRNG as the last draw left it.
+pub struct Conversation<'h> {
+    /// Room for the whole conversation; `history[..len]` holds it so far.
+    pub history: &'h mut [u32],
+    /// Tokens so far.
+    pub len: usize,
+    /// The PRNG after the conversation's draws so far.
+    pub rng: SplitMix64,
+}
+
+/// How a generation is asked for: its parameters, the token limit, the
+/// end-of-generation test and the per-token callback
+/// `(step, token, digest, row)`.
+pub struct Ask<'c> {
+    /// Sampling parameters (their seed is not used: the PRNG is the
+    /// conversation's).
+    pub params: &'c SamplingParams,
+    /// Tokens to generate at most.
+    pub max_tokens: usize,
+    /// Whether a token ends the generation (it is generated, then it stops).
+    pub is_eog: &'c dyn Fn(u32) -> bool,
+    /// Called after each token with its step, digest and logits row.
+    pub on_step: &'c mut OnStep<'c>,
+}
+
+/// Continues `conv` with speculation: feeds `turn` (chunked as prefill is)
+/// to `seq`, which must hold the KV rows of all of `conv.history[..len]`,
+/// then generates exactly the tokens a plain loop would — each drawn with
+/// `conv.rng` as the previous draws left it and the whole conversation as
+/// the penalty window, checked row by row against `draft`'s proposals — up
+/// to `ask.max_tokens` or an end-of-generation token. Afterwards `conv`
+/// holds the turn and the tokens generated, `conv.rng` the PRNG after their
+/// draws, and `seq` every row but the last token's (feed it, as plain
+/// decoding would, before the next turn). The returned chain is this
+/// generation's (started from `ask.params`).
+///
+/// Errors: as [`generate_speculative`] (`turn` empty, no room in
+/// `conv.history` for `turn` and `max_tokens` more); on error `conv` is
+/// unchanged and the sequence holds the steps that succeeded.
+pub fn continue_speculative<'a, K: KvBuild<'a>, P: Parallel, D: DraftSource + ?Sized>(
+    (engine, par, sampler, seq): (&mut Engine<'a, K>, &P, &mut Sampler<'_>, SeqId),
+    conv: &mut Conversation<'_>,
+    turn: &[u32],
+    mut ask: Ask<'_>,
+    draft: &mut D,
+    draft_max: usize,
+) -> Result<(Generated, SpecStats)> {
+    let (params, max_tokens, is_eog) = (ask.params, ask.max_tokens, ask.is_eog);
+    let available = conv.history.len();
+    let room = conv
+        .history
+        .get_mut(conv.len..)
+        .ok_or(Error::BufferTooSmall {
+            needed: conv.len,
+            available,
+        })?;
+    let n_turn = crate::model::start_history(turn, params, max_tokens, room)?;
+    let mut dec = Decoding {
+        history: &mut *conv.history,
+        n_hist: conv.len + n_turn,
+        n: 0,
+        rng: conv.rng,
+        chain: DigestChain::new(params),
+    };
     let mut stats = SpecStats::default();
-    prefill(engine, par, sampler, seq, prompt, &mut dec, &mut ask)?;
+    prefill(engine, par, sampler, seq, turn, &mut dec, &mut ask)?;
     let mut len = DraftLen::new(draft_max);
     while dec.n > 0 && dec.n < max_tokens && !is_eog(dec.history[dec.n_hist - 1]) {
         let (k, kept) = verify_step(engine, par, sampler, seq, &mut dec, &mut ask, draft, &len)?;
@@ -95,6 +154,7 @@ pub fn generate_speculative<'a, K: KvBuild<'a>, P: Parallel, D: DraftSource + ?S
         n_tokens: dec.n,
         chain: dec.chain,
     };
+    (conv.len, conv.rng) = (dec.n_hist, dec.rng);
     Ok((generated, stats))
 }
 
@@ -169,23 +229,49 @@ fn verify_step<'a, K: KvBuild<'a>, P: Parallel, D: DraftSource + ?Sized>(
         all_logits: true,
     };
     let logits = engine.step(par, &[entry])?;
-    let mut kept = 0;
-    let mut emitted = 0;
-    for i in 0..=k {
-        let proposed = dec.history[dec.n_hist];
-        let tok = draw(sampler, row(logits, i, vocab)?, dec, ask)?;
-        emitted += 1;
-        let stop = (ask.is_eog)(tok) || dec.n >= ask.max_tokens;
-        if i == k || tok != proposed || stop {
-            break;
-        }
-        kept += 1;
-    }
+    let mut rows = VerifyRows {
+        sampler,
+        logits,
+        vocab,
+        k,
+        dec,
+        ask,
+    };
+    let walk = accept(&mut rows, k + 1)?;
     // The cache holds the history minus its last token, as plain decoding's.
-    if emitted < k + 1 {
-        engine.truncate(seq, kv0 + emitted)?;
+    if walk.emitted < k + 1 {
+        engine.truncate(seq, kv0 + walk.emitted)?;
     }
-    Ok((k, kept))
+    Ok((k, walk.kept))
+}
+
+/// A verify step's rows: row `i` follows the last token and the first `i`
+/// drafts (written after the history).
+struct VerifyRows<'v, 's, 'h, 'c> {
+    sampler: &'v mut Sampler<'s>,
+    logits: &'v [F32],
+    vocab: usize,
+    k: usize,
+    dec: &'v mut Decoding<'h>,
+    ask: &'v mut Ask<'c>,
+}
+
+impl Rows for VerifyRows<'_, '_, '_, '_> {
+    fn proposed(&self, i: usize) -> Option<u32> {
+        // Draws so far wrote rows 0..i, so draft i sits right after the history.
+        (i < self.k).then(|| self.dec.history[self.dec.n_hist])
+    }
+
+    fn draw(&mut self, i: usize) -> Result<Drew> {
+        let r = row(self.logits, i, self.vocab)?;
+        let tok = draw(self.sampler, r, self.dec, self.ask)?;
+        let stop = (self.ask.is_eog)(tok) || self.dec.n >= self.ask.max_tokens;
+        Ok(if stop {
+            Drew::Last(tok)
+        } else {
+            Drew::Token(tok)
+        })
+    }
 }
 
 /// Drafts the step may verify: the adaptive length, cut so that the step

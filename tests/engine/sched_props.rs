@@ -8,6 +8,13 @@
 //!   shared prefixes (prefix-cache hits), `max_tokens`, token budgets, page
 //!   pools (small enough to force preemption), cancellations, cache clears,
 //!   `n > 1`, sampling parameters and thread count;
+//! * a completion submitted with `submit_resumed` and the first k tokens of
+//!   its solo run (sometimes one of them changed) is its solo run too, and
+//!   the scheduler keeps exactly the resumed ids equal to the solo tokens
+//!   before the first that differs (`Stats::resumed_kept`; planted bugs
+//!   caught: the id compared one position late — kept 0 of 1; a draw from the
+//!   row after its own — an error; the walk going on past a mismatch — the
+//!   tokens differ);
 //! * a cancelled completion's tokens, digests and logprobs are a prefix of its
 //!   solo run's;
 //! * every completion ends with exactly one `Finished` event, after its tokens;
@@ -87,6 +94,10 @@ struct ReqSpec {
     logprobs: Option<usize>,
     /// Step from which it is cancelled.
     cancel_at: Option<usize>,
+    /// (n = 1 only) Submitted with `submit_resumed` and the first `cut %
+    /// (solo length + 1)` tokens of its solo run, one of them (at `pos %
+    /// cut`) changed by `delta` when set.
+    resume: Option<(usize, Option<(usize, u32)>)>,
 }
 
 #[derive(Clone, Debug)]
@@ -143,9 +154,27 @@ fn arb_req(base: Vec<u32>) -> impl Strategy<Value = ReqSpec> {
         prop::sample::select(vec![1usize, 1, 1, 2, 3]),
         prop::option::weighted(0.4, prop::sample::select(vec![0usize, 1, 3, 5, 20])),
         prop::option::weighted(0.2, 0usize..=24),
+        prop::option::weighted(
+            0.4,
+            (
+                0usize..=32,
+                prop::option::weighted(0.3, (any::<usize>(), any::<u32>())),
+            ),
+        ),
     )
         .prop_map(
-            move |(arrival, share, suffix, max_tokens, params, stop, n, logprobs, cancel_at)| {
+            move |(
+                arrival,
+                share,
+                suffix,
+                max_tokens,
+                params,
+                stop,
+                n,
+                logprobs,
+                cancel_at,
+                resume,
+            )| {
                 let mut prompt = base[..share].to_vec();
                 prompt.extend(suffix);
                 prompt.truncate(MAX_LEN - 1);
@@ -159,6 +188,7 @@ fn arb_req(base: Vec<u32>) -> impl Strategy<Value = ReqSpec> {
                     n,
                     logprobs,
                     cancel_at,
+                    resume,
                 }
             },
         )
@@ -334,6 +364,9 @@ struct Coverage {
     with_logprobs: u64,
     queue_full: u64,
     clears: u64,
+    /// Resumed completions that ran to the end (with ids, with a wrong id).
+    resumed: u64,
+    resumed_wrong: u64,
 }
 
 fn params_of(r: &ReqSpec, i: usize) -> SamplingParams {
@@ -396,6 +429,12 @@ fn check(w: &Workload, cov: &mut Coverage) -> Result<(), TestCaseError> {
             })
             .collect()
     });
+    let resumes: Vec<Vec<u32>> = reqs
+        .iter()
+        .zip(&solos)
+        .map(|(r, runs)| resumed_ids(r, &runs[0].tokens, vocab))
+        .collect();
+    let solo_tokens: Vec<Vec<u32>> = solos.iter().map(|runs| runs[0].tokens.clone()).collect();
     // The scheduled run.
     let n_pages = MAX_LEN.div_ceil(w.page_size) + w.extra_pages;
     let lim = Limits {
@@ -420,11 +459,11 @@ fn check(w: &Workload, cov: &mut Coverage) -> Result<(), TestCaseError> {
                 &mut sched,
                 &ThreadPool::new(w.threads).expect("pool"),
                 w,
-                &reqs,
+                (&reqs, &resumes, &solo_tokens),
                 cov,
             )
         } else {
-            drive(&mut sched, &Serial, w, &reqs, cov)
+            drive(&mut sched, &Serial, w, (&reqs, &resumes, &solo_tokens), cov)
         }
     })?;
     // Compare.
@@ -468,6 +507,11 @@ fn check(w: &Workload, cov: &mut Coverage) -> Result<(), TestCaseError> {
                 if spec.logprobs.is_some() && n > 0 {
                     cov.with_logprobs += 1;
                 }
+                let ids = &resumes[r];
+                if !ids.is_empty() {
+                    cov.resumed += 1;
+                    cov.resumed_wrong += u64::from(ids[..] != want.tokens[..ids.len()]);
+                }
             }
         }
     }
@@ -476,13 +520,28 @@ fn check(w: &Workload, cov: &mut Coverage) -> Result<(), TestCaseError> {
 
 type Got = HashMap<(usize, usize), Run>;
 
+/// The ids request `r` is resumed with (empty: submitted plainly), from
+/// its solo run's tokens.
+fn resumed_ids(r: &ReqSpec, solo: &[u32], vocab: usize) -> Vec<u32> {
+    let Some((cut, wrong)) = r.resume.filter(|_| r.n == 1) else {
+        return Vec::new();
+    };
+    let mut ids = solo[..cut % (solo.len() + 1)].to_vec();
+    if let Some((pos, delta)) = wrong.filter(|_| !ids.is_empty() && vocab > 1) {
+        let p = pos % ids.len();
+        let d = 1 + delta % (vocab as u32 - 1);
+        ids[p] = (ids[p] + d) % vocab as u32;
+    }
+    ids
+}
+
 /// Runs the workload to the end; returns every completion's events by
 /// (request index, completion index).
 fn drive<P: Parallel>(
     sched: &mut Scheduler<'_>,
     par: &P,
     w: &Workload,
-    reqs: &[ReqSpec],
+    (reqs, resumes, solos): (&[ReqSpec], &[Vec<u32>], &[Vec<u32>]),
     cov: &mut Coverage,
 ) -> Result<Got, TestCaseError> {
     let runs: RefCell<HashMap<(u64, u32), Run>> = RefCell::new(HashMap::new());
@@ -531,7 +590,12 @@ fn drive<P: Parallel>(
                     n: spec.n,
                     logprobs: spec.logprobs,
                 };
-                match sched.submit(&req) {
+                let submitted = if resumes[r].is_empty() {
+                    sched.submit(&req)
+                } else {
+                    sched.submit_resumed(&req, &resumes[r], false)
+                };
+                match submitted {
                     Ok(id) => ids[r] = Some(id),
                     Err(Error::QueueFull { capacity }) => {
                         prop_assert_eq!(capacity, w.max_slots);
@@ -582,6 +646,24 @@ fn drive<P: Parallel>(
     prop_assert_eq!(kv.live_seqs(), sched.cached());
     prop_assert_eq!(kv.free_pages() + sched.cached_pages(), n_pages);
     let stats = sched.stats();
+    // Every resumed id equal to its solo token is kept, unless cancelled first.
+    let common = |r: usize| {
+        let solo = &solos[r];
+        resumes[r]
+            .iter()
+            .zip(solo)
+            .take_while(|(a, b)| a == b)
+            .count() as u64
+    };
+    let all: u64 = (0..reqs.len()).map(common).sum();
+    let uncancelled: u64 = (0..reqs.len()).filter(|&r| !cancelled[r]).map(common).sum();
+    prop_assert!(
+        (uncancelled..=all).contains(&stats.resumed_kept),
+        "resumed ids kept: {} not in {}..={}",
+        stats.resumed_kept,
+        uncancelled,
+        all
+    );
     cov.preemptions += stats.preemptions;
     cov.prefix_hits += stats.prefix_hits;
     cov.evictions += stats.evictions;
@@ -639,6 +721,8 @@ fn every_completion_equals_its_solo_run() {
         assert!(cov.stopped > 0, "{cov:?}");
         assert!(cov.with_logprobs > 0, "{cov:?}");
         assert!(cov.queue_full > 0, "{cov:?}");
+        assert!(cov.resumed > 0, "{cov:?}");
+        assert!(cov.resumed_wrong > 0, "{cov:?}");
     }
 }
 

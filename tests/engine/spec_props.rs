@@ -22,6 +22,13 @@
 //! for every verified row instead of every emitted token; rejected rows not
 //! truncated from the cache; a draft kept without comparing it.
 //!
+//! A conversation (`conversation_equals_plain_turns`): two or three turns
+//! continued with `continue_speculative` from one `Conversation` give the
+//! tokens a plain chat loop gives (one sequence, the PRNG and the whole
+//! history carried across turns, the last token fed before the next turn),
+//! and the same logits one step later. Planted bug caught: the PRNG
+//! restarted from the seed each turn.
+//!
 //! Cases: `SPEC_CASES` (default 256, about a second in release).
 #![cfg(feature = "std")]
 
@@ -30,9 +37,11 @@ use detllm::kv::{KvType, PagedCache};
 use detllm::model::synth::{SynthSpec, synth_vec};
 use detllm::model::{Arch, Engine, Entry, Limits, Model, generate};
 use detllm::quant::GgmlType;
-use detllm::sample::{Sampler, SamplingParams};
+use detllm::sample::{Sampler, SamplingParams, SplitMix64};
 use detllm::sched::{self, TopLogprob};
-use detllm::spec::{DraftSource, NgramDraft, generate_speculative};
+use detllm::spec::{
+    Ask, Conversation, DraftSource, NgramDraft, continue_speculative, generate_speculative,
+};
 use detllm::{Arena, F32, Result, Serial};
 use proptest::prelude::*;
 use std::sync::OnceLock;
@@ -439,6 +448,15 @@ proptest! {
     }
 
     #[test]
+    fn conversation_equals_plain_turns(
+        c in arb_case(),
+        turns in prop::collection::vec(prop::collection::vec(any::<u32>(), 1..=5), 2..=3),
+        per_turn in 1usize..=5,
+    ) {
+        run_turns(&c, &turns, per_turn)?;
+    }
+
+    #[test]
     fn ngram_proposes_what_follows_the_latest_match(
         raw in prop::collection::vec(0u32..4, 1..=24),
         min_n in 1usize..=2,
@@ -532,4 +550,113 @@ fn true_continuation_is_accepted() {
     assert_eq!(stats.accepted, stats.drafted);
     assert!(stats.accepted > 0, "{stats:?}");
     assert!(stats.steps < 8, "{stats:?}");
+}
+
+/// Feeds `tokens` in chunks of `step`; the last chunk's logits row.
+fn feed<'a>(
+    eng: &mut Engine<'a, PagedCache<'a>>,
+    seq: detllm::kv::SeqId,
+    tokens: &[u32],
+    step: usize,
+) -> Vec<F32> {
+    let vocab = eng.config().vocab_size;
+    let mut row = Vec::new();
+    for chunk in tokens.chunks(step) {
+        let entry = Entry {
+            seq,
+            tokens: chunk,
+            all_logits: false,
+        };
+        row = eng.step(&Serial, &[entry]).expect("step")[..vocab].to_vec();
+    }
+    row
+}
+
+/// A chat of `turns` (each at most `per_turn` tokens generated), plainly
+/// and with `continue_speculative`; see the module docs.
+fn run_turns(
+    c: &Case,
+    turns: &[Vec<u32>],
+    per_turn: usize,
+) -> std::result::Result<(), TestCaseError> {
+    let bytes = &models()[c.model];
+    let file = File::parse(bytes).expect("parse");
+    let mut buf = vec![0u8; ARENA];
+    let mut arena = Arena::new(&mut buf);
+    let model = Model::from_gguf(&file, bytes, &mut arena).expect("model");
+    let vocab = model.cfg.vocab_size;
+    let lim = Limits {
+        max_seqs: 2,
+        max_seq_len: MAX_LEN,
+        max_step_tokens: c.step_tokens,
+        max_logit_rows: c.logit_rows,
+        kv_type: c.kv_type,
+        page_size: c.page_size,
+        n_pages: 2 * MAX_LEN.div_ceil(c.page_size) + 2,
+    };
+    let mut eng = Engine::<PagedCache>::new(model, lim, &mut arena).expect("engine");
+    let mut sampler = Sampler::new(&mut arena, vocab).expect("sampler");
+    let turns: Vec<Vec<u32>> = turns
+        .iter()
+        .map(|t| t.iter().map(|x| x % vocab as u32).collect())
+        .collect();
+    let eog: Vec<u32> = c.eog.iter().map(|t| t % vocab as u32).collect();
+    let is_eog = |t: u32| eog.contains(&t);
+
+    // Plain: the chat loop (sample, stop at end of generation or the limit,
+    // the last token fed before the next turn).
+    let seq = eng.new_seq().expect("seq");
+    let (mut plain, mut rng) = (Vec::new(), SplitMix64::new(c.params.seed));
+    for turn in &turns {
+        let mut row = feed(&mut eng, seq, turn, c.step_tokens);
+        plain.extend_from_slice(turn);
+        for n in 1.. {
+            let tok = sampler
+                .sample(&row, &c.params, &plain, &mut rng)
+                .expect("sample");
+            plain.push(tok);
+            row = feed(&mut eng, seq, &[tok], 1);
+            if is_eog(tok) || n >= per_turn {
+                break;
+            }
+        }
+    }
+    eng.free(seq).expect("free");
+
+    // Speculative, from one conversation.
+    let mut drafter = Drafter {
+        source: c.source.clone(),
+        truth: &plain,
+        vocab: vocab as u32,
+        calls: 0,
+    };
+    let seq = eng.new_seq().expect("seq");
+    let mut history = vec![0u32; plain.len() + per_turn];
+    let mut conv = Conversation {
+        history: &mut history,
+        len: 0,
+        rng: SplitMix64::new(c.params.seed),
+    };
+    let mut next = Vec::new();
+    for turn in &turns {
+        let ask = Ask {
+            params: &c.params,
+            max_tokens: per_turn,
+            is_eog: &is_eog,
+            on_step: &mut |_, _, _, _| {},
+        };
+        let parts = (&mut eng, &Serial, &mut sampler, seq);
+        continue_speculative(parts, &mut conv, turn, ask, &mut drafter, c.draft_max)
+            .expect("continue_speculative");
+        let last = conv.history[conv.len - 1];
+        next = feed(&mut eng, seq, &[last], 1);
+    }
+    let got = conv.history[..conv.len].to_vec();
+    eng.free(seq).expect("free");
+    prop_assert_eq!(got, plain);
+    // The last reply's `next` row against the plain loop's final row.
+    let seq = eng.new_seq().expect("seq");
+    let want = feed(&mut eng, seq, &conv.history[..conv.len], c.step_tokens);
+    prop_assert_eq!(next, want);
+    Ok(())
 }

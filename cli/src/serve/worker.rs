@@ -449,10 +449,10 @@ impl Runner {
                     .map_err(|e| ApiError::invalid(field, format!("invalid schema: {e}")))?,
             ),
         };
-        let submitted = match matcher {
-            None => self.sched.submit(&request),
-            Some(_) => self.sched.submit_constrained(&request),
-        };
+        // Ids the client holds are fed with the prompt and checked row by row.
+        let submitted = self
+            .sched
+            .submit_resumed(&request, &req.resume, matcher.is_some());
         let id = submitted.map_err(|e| match e {
             detllm::Error::QueueFull { .. } => {
                 ApiError::busy("the request queue is full; retry shortly")
@@ -632,7 +632,9 @@ impl Front {
                 let Some(l) = live.get_mut(&t.request.0).filter(|l| !l.refused) else {
                     return;
                 };
-                let Some(c) = l.choices.get_mut(t.index as usize) else {
+                // A resume's one-pass check draws several tokens in one step:
+                // those after a stop string are not the answer's.
+                let Some(c) = l.choices.get_mut(t.index as usize).filter(|c| !c.hit_stop) else {
                     return;
                 };
                 let position = c.ids.len();
@@ -711,7 +713,10 @@ impl Front {
                 l.open = l.open.saturating_sub(1);
                 let rest = c.text.finish();
                 let digest = hex(&c.rows.clone().finalize());
-                let audit = hex(&f.digest);
+                // The chain after the answer's last token (tokens drawn in
+                // the same step after a stop string were dropped).
+                let last = c.digests.last().filter(|_| c.hit_stop);
+                let audit = hex(last.unwrap_or(&f.digest));
                 let transcript = transcript_text(info, l, f.index);
                 let (transcript, signature) = signed(self.signer.as_deref(), transcript);
                 let done = Event::Done {
