@@ -53,6 +53,7 @@ const FAST_FORMATS: &[(GgmlType, &[usize])] = &[
     (GgmlType::Q5_0, &[0]),
     (GgmlType::Q8_0, &[0]),
     (GgmlType::Q4_K, &[0, 2]),
+    (GgmlType::Q5_K, &[0, 2]),
     (GgmlType::Q6_K, &[208]),
 ];
 
@@ -161,7 +162,8 @@ fn weights(rng: &mut Rng, ty: GgmlType, scales: &[usize], n_in: usize, n_out: us
 /// input rows on this CPU (Q4_K and Q6_K on a SIMD path with several input
 /// rows: whole tiles through the tile kernel, with one (or up to
 /// `DECODE_ROWS` without the VNNI tile): every row through the decode
-/// kernel; Q4_1, Q5_0 and Q8_0 on the VNNI
+/// kernel; Q5_K, which has no tile kernel, every row through its decode
+/// kernel with any number; Q4_1, Q5_0 and Q8_0 on the VNNI
 /// build with at least `WIDE_MIN_ROWS`, Q5_0 on the AVX2 build with at
 /// least `AVX2_WIDE_MIN_ROWS`: whole wide groups through the wide kernel).
 fn check_ran(ty: GgmlType, path: KernelPath, rows: usize, m: usize, ran: RowsRun) {
@@ -171,7 +173,8 @@ fn check_ran(ty: GgmlType, path: KernelPath, rows: usize, m: usize, ran: RowsRun
         && path != KernelPath::Portable
         && cpu >= Level::Avx2;
     let vnni = path == KernelPath::Auto && cpu == Level::Avx512Vnni;
-    let decode = simd_kquant && (m == 1 || (m <= DECODE_ROWS && !vnni));
+    let simd_q5_k = ty == GgmlType::Q5_K && path != KernelPath::Portable && cpu >= Level::Avx2;
+    let decode = (simd_kquant && (m == 1 || (m <= DECODE_ROWS && !vnni))) || simd_q5_k;
     let tiled = simd_kquant && m > 1 && !decode;
     // Q4_1 / Q5_0 / Q8_0 on `Auto` with VNNI and enough input rows: whole wide
     // groups (four row groups) through the wide kernel.
