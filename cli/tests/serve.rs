@@ -1189,6 +1189,14 @@ fn tool_calls_through_the_openai_client(
         let (code, err) = s.post(chat, &body);
         assert_eq!(code, 400, "{body}: {err}");
         assert_eq!(err["error"]["param"], param, "{body}: {err}");
+        if body.to_string().contains(r#""strin""#) {
+            let msg = err["error"]["message"].as_str().unwrap_or_default();
+            assert!(
+                msg.starts_with("tools[0].function.parameters: invalid schema:")
+                    && msg.contains("strin"),
+                "{msg}"
+            );
+        }
     }
     let (code, err) = s.post(
         "/v1/completions",
