@@ -2,16 +2,17 @@
 //! a `grammar` a llama.cpp client sends constrains the answer as a Lark
 //! grammar does (`--grammar FILE.gbnf`, the server's `grammar` field).
 //!
-//! **What is read**: rules `name ::= alternatives` (names of `a-z A-Z 0-9
-//! - _`; `root` is the start); alternatives `a | b` (an empty one allowed);
-//! sequences of string literals `"…"`, character classes `[…]` / `[^…]`
-//! (ranges `a-z`), `.` (any character), rule names and groups `( … )`;
-//! the postfixes `*`, `+`, `?`, `{m}`, `{m,}`, `{m,n}`; `#` comments to the
-//! end of the line. Escapes, in literals and classes: `\n \r \t \\ \" \[
-//! \] \-`, `\xHH`, `\uHHHH`, `\UHHHHHHHH`. Newlines are spaces (a rule ends
-//! where the next `name ::=` begins), so every llama.cpp grammar reads, and
-//! some it would refuse read too. Not read: llama.cpp's token references
-//! (`<[id]>`, `<token>`), refused with their place.
+//! **What is read**: rules `name ::= alternatives` (names of letters,
+//! digits, `-` and `_`; `root` is the start); alternatives `a | b` (an
+//! empty one allowed); sequences of string literals `"…"`, character
+//! classes `[…]` / `[^…]` (ranges `a-z`), `.` (any character), rule names
+//! and groups `( … )`; the postfixes `*`, `+`, `?`, `{m}`, `{m,}`,
+//! `{m,n}`; `#` comments to the end of the line. Escapes, in literals and
+//! classes: `\n`, `\r`, `\t`, `\\`, `\"`, `\[`, `\]`, `\-`, `\xHH`,
+//! `\uHHHH`, `\UHHHHHHHH`. Newlines are spaces (a rule ends where the next
+//! `name ::=` begins), so every llama.cpp grammar reads, and some it would
+//! refuse read too. Not read: llama.cpp's token references (`<[id]>`,
+//! `<token>`), refused with their place.
 //!
 //! **What is written**: one Lark rule per line. Names are lowercased with
 //! `-` as `_` (Lark rule names are lowercase), numbered `_2`, `_3`, … where
@@ -72,22 +73,20 @@ enum Expr {
 }
 
 /// The cursor over the GBNF text.
-struct Reader<'a> {
+struct Reader {
     chars: Vec<char>,
     pos: usize,
-    src: &'a str,
 }
 
 fn is_name_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '-' || c == '_'
 }
 
-impl Reader<'_> {
+impl Reader {
     fn error(&self, at: usize, message: impl Into<String>) -> GbnfError {
         let before = &self.chars[..at.min(self.chars.len())];
         let line = 1 + before.iter().filter(|&&c| c == '\n').count();
         let column = 1 + before.iter().rev().take_while(|&&c| c != '\n').count();
-        let _ = self.src;
         GbnfError {
             line,
             column,
@@ -432,7 +431,7 @@ fn write_alts(alts: &[Vec<Expr>], names: &mut Names, out: &mut String) {
     }
 }
 
-/// Rule names an expression refers to, with where (for errors).
+/// The rule names an expression refers to.
 fn refs<'e>(e: &'e Expr, out: &mut Vec<&'e str>) {
     match e {
         Expr::Rule(n) => out.push(n),
@@ -447,7 +446,6 @@ pub fn to_lark(text: &str) -> Result<String, GbnfError> {
     let mut r = Reader {
         chars: text.chars().collect(),
         pos: 0,
-        src: text,
     };
     let mut rules: Vec<(String, usize, Expr)> = Vec::new();
     loop {

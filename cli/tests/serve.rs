@@ -576,6 +576,34 @@ fn constrained_answers_under_load_equal_solo_runs_and_parse() {
     assert_eq!(code, 400, "{err}");
     assert_eq!(err["error"]["param"], "response_format");
     assert_eq!(loaded.post(path, &work[2]).0, 200);
+    // llama-server's `grammar` (GBNF): the answer is in its language; a
+    // syntax error is a 400 naming the field, line and column.
+    let gbnf = json!({"messages": [{"role": "user", "content": "Is the sky blue?"}],
+        "grammar": "root ::= (\"yes\" | \"no\") \", \" [a-z]{1,12}", "seed": 1, "max_tokens": 20});
+    let (code, r) = loaded.post(path, &gbnf);
+    assert_eq!(code, 200, "{r}");
+    let text = choice(&r)["message"]["content"]
+        .as_str()
+        .unwrap_or_default();
+    let rest = text
+        .strip_prefix("yes, ")
+        .or_else(|| text.strip_prefix("no, "));
+    assert!(
+        rest.is_some_and(
+            |w| (1..=12).contains(&w.len()) && w.bytes().all(|b| b.is_ascii_lowercase())
+        ),
+        "{text:?}"
+    );
+    let bad = json!({"messages": [{"role": "user", "content": "hi"}],
+        "grammar": "root ::= \"a\"\n  | [b"});
+    let (code, err) = loaded.post(path, &bad);
+    assert_eq!(
+        (code, &err["error"]["param"]),
+        (400, &json!("grammar")),
+        "{err}"
+    );
+    let msg = err["error"]["message"].as_str().unwrap_or_default();
+    assert!(msg.contains("line 2, column 5"), "{msg}");
 }
 
 #[test]
@@ -1161,6 +1189,14 @@ fn tool_calls_through_the_openai_client(
         let (code, err) = s.post(chat, &body);
         assert_eq!(code, 400, "{body}: {err}");
         assert_eq!(err["error"]["param"], param, "{body}: {err}");
+        if body.to_string().contains(r#""strin""#) {
+            let msg = err["error"]["message"].as_str().unwrap_or_default();
+            assert!(
+                msg.starts_with("tools[0].function.parameters: invalid schema:")
+                    && msg.contains("strin"),
+                "{msg}"
+            );
+        }
     }
     let (code, err) = s.post(
         "/v1/completions",

@@ -444,6 +444,35 @@ fn not_prefixed(lit: &str) -> String {
     format!("({})", alts.join("|"))
 }
 
+/// Why a constraint did not compile, as the client's field says it: for
+/// `tools`, the tool whose `parameters` failed and the engine's first line
+/// (`tools[1].function.parameters: invalid schema: …`); `grammar` is an
+/// invalid grammar; else an invalid schema.
+pub fn compile_error(field: &str, spec: &crate::constrain::Spec, error: &str) -> String {
+    let first = error.lines().next().unwrap_or_default();
+    match field {
+        "tools" => {
+            // llguidance names the grammar's line: `at LINE(COLUMN): why`.
+            let at = first
+                .strip_prefix("at ")
+                .and_then(|r| r.split_once('('))
+                .and_then(|(l, _)| l.parse::<usize>().ok());
+            let tool = at
+                .and_then(|l| spec.text.lines().nth(l.wrapping_sub(1)))
+                .and_then(|line| line.strip_prefix("args_"))
+                .and_then(|r| r.split_once(':'))
+                .and_then(|(i, _)| i.parse::<usize>().ok());
+            let why = first.split_once("): ").map_or(first, |(_, w)| w);
+            match tool {
+                Some(i) => format!("tools[{i}].function.parameters: invalid schema: {why}"),
+                None => format!("invalid tools: {first}"),
+            }
+        }
+        "grammar" => format!("invalid grammar: {error}"),
+        _ => format!("invalid schema: {error}"),
+    }
+}
+
 /// A tool call's id: `call_` and 24 hex digits of SHA-256 over the request
 /// (its prompt ids and seed) and the choice and call indexes, so the same
 /// request gets the same ids.
@@ -1005,5 +1034,31 @@ mod tests {
         ] {
             assert_ne!(a, b);
         }
+    }
+
+    #[test]
+    fn a_compile_error_names_the_tool_whose_parameters_failed() {
+        let s = spec(r#","tool_choice":"required""#);
+        let spec = crate::constrain::Spec {
+            kind: crate::constrain::Kind::Tools,
+            text: s.grammar(),
+        };
+        let line = 1 + spec
+            .text
+            .lines()
+            .position(|l| l.starts_with("args_1:"))
+            .unwrap();
+        let e =
+            format!("at {line}(9): failed to compile JSON schema: Invalid type: strin\n   3 | …");
+        assert_eq!(
+            compile_error("tools", &spec, &e),
+            "tools[1].function.parameters: invalid schema: failed to compile JSON schema: Invalid type: strin"
+        );
+        assert!(compile_error("tools", &spec, "at 1(1): x").starts_with("invalid tools: "));
+        assert_eq!(compile_error("grammar", &spec, "e"), "invalid grammar: e");
+        assert_eq!(
+            compile_error("json_schema", &spec, "e"),
+            "invalid schema: e"
+        );
     }
 }

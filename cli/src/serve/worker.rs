@@ -443,11 +443,10 @@ impl Runner {
         };
         let matcher = match &req.constraint {
             None => None,
-            Some((field, spec)) => Some(
-                self.grammars
-                    .compile(spec)
-                    .map_err(|e| ApiError::invalid(field, format!("invalid schema: {e}")))?,
-            ),
+            Some((field, spec)) => Some(self.grammars.compile(spec).map_err(|e| {
+                let why = super::tools::compile_error(field, spec, &e.to_string());
+                ApiError::invalid(field, why)
+            })?),
         };
         // Ids the client holds are fed with the prompt and checked row by row.
         let submitted = self
