@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Make sure llama.cpp's tokenizer test vocabularies are on disk and print
-# their directory.
+# Make sure llama.cpp's tokenizer test vocabularies and its example GBNF
+# grammars are on disk and print their directory.
 #
 #   scripts/fetch-llamacpp-vocabs.sh
 #
@@ -10,10 +10,11 @@
 # llama-cpp-python 0.3.36 source distribution (vendor/llama.cpp/models/),
 # downloaded with pip into a temporary directory; only those files are
 # extracted into ${XDG_CACHE_HOME:-$HOME/.cache}/detllm/llamacpp-vocabs/
-# (an empty XDG_CACHE_HOME counts as unset). Nothing is fetched when that
-# directory is already complete. The path is printed on stdout; progress
-# goes to stderr. tests/tokenizer/llamacpp_suite.rs reads it through
-# DETLLM_LLAMACPP_VOCABS.
+# (an empty XDG_CACHE_HOME counts as unset), and its grammars/*.gbnf into
+# grammars/ there. Nothing is fetched when that directory is already
+# complete. The path is printed on stdout; progress goes to stderr.
+# tests/tokenizer/llamacpp_suite.rs reads it through DETLLM_LLAMACPP_VOCABS,
+# cli/tests/constrain.rs the grammars through DETLLM_GBNF_DIR.
 set -euo pipefail
 
 VERSION=0.3.36
@@ -21,7 +22,7 @@ cache="${XDG_CACHE_HOME:-}"
 [ -n "$cache" ] || cache="$HOME/.cache"
 dir="$cache/detllm/llamacpp-vocabs"
 
-if [ -f "$dir/.complete-$VERSION" ]; then
+if [ -f "$dir/.complete-$VERSION-grammars" ]; then
     echo "$dir"
     exit 0
 fi
@@ -36,21 +37,24 @@ mkdir -p "$dir.partial"
 python3 - "$sdist" "$dir.partial" <<'PY'
 import os, re, sys, tarfile
 sdist, out = sys.argv[1], sys.argv[2]
-pat = re.compile(r"/vendor/llama\.cpp/models/(ggml-vocab-[A-Za-z0-9._-]+\.gguf(\.inp|\.out)?)$")
+pat = re.compile(r"/vendor/llama\.cpp/(models/ggml-vocab-[A-Za-z0-9._-]+\.gguf(\.inp|\.out)?"
+                 r"|grammars/[A-Za-z0-9._-]+\.gbnf)$")
+os.makedirs(os.path.join(out, "grammars"), exist_ok=True)
 n = 0
 with tarfile.open(sdist) as tar:
     for m in tar:
         hit = pat.search(m.name)
         if not hit or not m.isfile():
             continue
-        with tar.extractfile(m) as src, open(os.path.join(out, hit.group(1)), "wb") as dst:
+        name = hit.group(1).removeprefix("models/")
+        with tar.extractfile(m) as src, open(os.path.join(out, name), "wb") as dst:
             dst.write(src.read())
         n += 1
-if n == 0:
-    sys.exit("no ggml-vocab-* files in " + sdist)
+if not any(f.startswith("ggml-vocab-") for f in os.listdir(out)) or not os.listdir(os.path.join(out, "grammars")):
+    sys.exit("no ggml-vocab-* or grammars/*.gbnf files in " + sdist)
 print(f"extracted {n} files", file=sys.stderr)
 PY
 rm -rf "$dir"
 mv "$dir.partial" "$dir"
-touch "$dir/.complete-$VERSION"
+touch "$dir/.complete-$VERSION-grammars"
 echo "$dir"

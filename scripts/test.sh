@@ -28,8 +28,10 @@ bash scripts/fetch-real-model.sh gemma3-270m >/dev/null
 # The tiny gguf-py llama of tests/gguf/reader.rs (into the user cache).
 bash scripts/make-fixtures.sh cache
 # llama.cpp's tokenizer test vocabularies (tests/tokenizer/llamacpp_suite.rs).
+# And its example GBNF grammars (cli/tests/constrain.rs), from the same download.
 DETLLM_LLAMACPP_VOCABS="$(bash scripts/fetch-llamacpp-vocabs.sh)"
 export DETLLM_LLAMACPP_VOCABS
+export DETLLM_GBNF_DIR="$DETLLM_LLAMACPP_VOCABS/grammars"
 export DETLLM_REQUIRE_MODEL=1
 # The official openai Python client, for cli/tests/serve.rs (a venv in the user cache).
 venv="${XDG_CACHE_HOME:-$HOME/.cache}/detllm/venv-openai"
@@ -61,7 +63,7 @@ if [ $# -eq 0 ]; then
     cargo test --release -p detllm-cli --features serve --bin detllm
     # Structured output (llguidance, feature `constrain`, which `serve` includes).
     cargo test --release -p detllm-cli --features serve --test constrain
-    # The audit store under SIGKILL (synthetic model, ~15 s; docs/AUDIT.md).
+    # The audit store under SIGKILL (synthetic model, ~35 s; docs/AUDIT.md).
     cargo test --release -p detllm-cli --features serve --test audit_crash
     # 1,000 idle connections do not keep a real request out (~2 s).
     cargo test --release -p detllm-cli --features serve --test slowloris

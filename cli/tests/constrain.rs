@@ -216,7 +216,7 @@ fn verify_rechecks_every_mask_and_names_a_refused_token() {
 /// llama.cpp's example grammars (`grammars/*.gbnf` of its source, which
 /// is not part of this repository: `DETLLM_GBNF_DIR`, else the copy
 /// `scripts/lib.sh`'s `llamacpp_tool` unpacks in the user cache; skipped
-/// without either) translate,
+/// without either, except under `scripts/test.sh`, which fetches them) translate,
 /// compile in llguidance and constrain a short answer; chess.gbnf's starts
 /// as its grammar says.
 #[test]
@@ -230,6 +230,12 @@ fn llama_cpp_example_grammars_translate_and_constrain() {
         .or_else(|| cache.map(|c| c.join("detllm/llama.cpp-0.3.36/grammars")))
         .filter(|d| d.is_dir());
     let Some(dir) = dir else {
+        // Required as the models are (scripts/test.sh fetches them).
+        let on = |v| std::env::var(v).is_ok_and(|s| s != "0" && s != "false");
+        assert!(
+            !on("DETLLM_REQUIRE_MODEL") && !on("CI"),
+            "no llama.cpp grammars directory (DETLLM_GBNF_DIR)"
+        );
         eprintln!("NOTICE: no llama.cpp grammars directory; skipping");
         return;
     };
