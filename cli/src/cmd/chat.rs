@@ -29,8 +29,8 @@ pub struct ChatArgs {
     pub model_args: ModelArgs,
     #[command(flatten)]
     pub sampling: SamplingArgs,
-    /// Most tokens per reply.
-    #[arg(long, default_value_t = 256)]
+    /// Most tokens per reply (at least 1).
+    #[arg(long, default_value_t = 256, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub max_tokens: usize,
     /// System prompt (default: the template's).
     #[arg(long)]
