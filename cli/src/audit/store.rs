@@ -15,7 +15,7 @@
 
 #![forbid(unsafe_code)]
 
-use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
+use rusqlite::{Connection, ErrorCode, OptionalExtension, TransactionBehavior, params};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -177,25 +177,42 @@ impl Store {
 
     /// Applies each missing schema step, each in its own transaction.
     fn migrate(&mut self) -> Result<(), StoreError> {
-        let from = self.version()?;
-        if from > SCHEMA_VERSION {
-            return Err(StoreError::NewerSchema {
-                path: self.path.clone(),
-                version: from,
-            });
-        }
-        for v in from.max(0)..SCHEMA_VERSION {
-            let step = MIGRATIONS[v as usize];
-            let sql = format!(
-                "BEGIN IMMEDIATE; {step} PRAGMA user_version = {}; COMMIT;",
-                v + 1
-            );
-            if let Err(err) = self.conn.execute_batch(&sql) {
-                let _ = self.conn.execute_batch("ROLLBACK;");
-                return Err(classify(&self.path, &err));
-            }
+        for step in 0..SCHEMA_VERSION {
+            self.migrate_step(step)?;
         }
         Ok(())
+    }
+
+    /// Takes the file from version `step` to `step + 1` unless it is past
+    /// `step` already. The version is read inside the step's write
+    /// transaction, so processes opening one new file at once (two servers
+    /// on the default store) apply each step exactly once.
+    fn migrate_step(&mut self, step: i64) -> Result<(), StoreError> {
+        let path = self.path.clone();
+        let e = |err: rusqlite::Error| classify(&path, &err);
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(e)?;
+        let version: i64 = tx
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(e)?;
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::NewerSchema {
+                path: self.path.clone(),
+                version,
+            });
+        }
+        if version > step {
+            return Ok(()); // applied by an earlier open; the empty transaction rolls back
+        }
+        let sql = format!(
+            "{} PRAGMA user_version = {};",
+            MIGRATIONS[step as usize],
+            step + 1
+        );
+        tx.execute_batch(&sql).map_err(e)?;
+        tx.commit().map_err(e)
     }
 
     /// Stores `records` in one transaction (a record whose id is already
@@ -377,6 +394,31 @@ mod tests {
         assert_eq!((old.created, old.signature), (5, None));
         s.commit(&[record(4)], None).expect("a v2 row");
         assert_eq!(s.all().expect("all").len(), 2);
+    }
+
+    #[test]
+    fn processes_opening_a_new_store_at_once_apply_each_step_once() {
+        // Two servers started on one default store: each migration step must
+        // run once, whoever takes the write lock first (before, the second
+        // re-ran ALTER TABLE and failed with "duplicate column name").
+        for round in 0..8 {
+            let path = temp(&format!("concurrent-{round}"));
+            let start = std::sync::Arc::new(std::sync::Barrier::new(4));
+            let opens: Vec<_> = (0..4)
+                .map(|_| {
+                    let (path, start) = (path.clone(), start.clone());
+                    std::thread::spawn(move || {
+                        start.wait();
+                        Store::open(&path).map(|_| ()).map_err(|e| e.to_string())
+                    })
+                })
+                .collect();
+            for open in opens {
+                open.join().expect("thread").expect("every open succeeds");
+            }
+            let s = Store::open_read(&path).expect("read");
+            assert_eq!(s.version().expect("version"), SCHEMA_VERSION);
+        }
     }
 
     #[test]
