@@ -121,8 +121,26 @@ impl Store {
             path: path.to_path_buf(),
             commit_delay: Duration::ZERO,
         };
-        store.setup()?;
+        store.setup_retrying()?;
         Ok(store)
+    }
+
+    /// [`Store::setup`], again while SQLite answers "busy" at once and
+    /// [`BUSY_TIMEOUT`] has not passed: two connections opening a new file
+    /// together can each hold the lock the other waits for (one switching
+    /// the file to WAL, one reading its header), and SQLite then fails one
+    /// of them at once rather than deadlock. A lock held for longer is
+    /// still [`StoreError::Locked`] after the timeout.
+    fn setup_retrying(&mut self) -> Result<(), StoreError> {
+        let deadline = std::time::Instant::now() + BUSY_TIMEOUT;
+        loop {
+            match self.setup() {
+                Err(StoreError::Locked(_)) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                done => return done,
+            }
+        }
     }
 
     /// Opens an existing store to read (no migration, no creation).
@@ -401,7 +419,7 @@ mod tests {
         // Two servers started on one default store: each migration step must
         // run once, whoever takes the write lock first (before, the second
         // re-ran ALTER TABLE and failed with "duplicate column name").
-        for round in 0..8 {
+        for round in 0..16 {
             let path = temp(&format!("concurrent-{round}"));
             let start = std::sync::Arc::new(std::sync::Barrier::new(4));
             let opens: Vec<_> = (0..4)
