@@ -71,7 +71,12 @@ use core::arch::x86_64::*;
 /// 0.5B's output head's width); Q4_1 0.49–0.65 against 0.46–0.59. Q8_0
 /// needs a `vpsignb` per product vector and Q4_1's four-row path already
 /// sums in 16-bit lanes without a reduction, so the per-chunk work of the
-/// wide driver is not paid back for them.
+/// wide driver is not paid back for them. Re-measured after the rebase on
+/// main (docs/sections/perf.md, "Batched decode"): Q5_0 `m8` / `m1x8` 0.34
+/// on 4864 → 896 but 0.43 on 896 → 4864, where M = 2–8 is no faster than
+/// the four-row path (M ≥ 16 and prefill are: 0.68–0.70 per pair); the
+/// Q8_0 output head through this kernel cost a 9-row verify step 0.88× but
+/// a 2-row one 1.15× (`examples/verify_rows.rs`), so Q8_0 stays out.
 pub(super) const fn avx2_wide_min<F: Format>() -> usize {
     if F::IS_Q5_0 {
         AVX2_WIDE_MIN_ROWS
