@@ -29,7 +29,9 @@
 //! discards) and added to the row's sums; Q4_1's `mm·sm` (`vpmuldq`,
 //! `< 2^22`) shifted by `mrel + srel` likewise. So each block's weight
 //! decoding serves every input row of the tile, and an input row costs
-//! about half the instructions of the four-row kernel's tile path.
+//! about half the instructions of the four-row kernel's tile path. Where
+//! the chunk is the rows' only one, the cells of Q5_0 / Q8_0 rows are
+//! rounded here too ([`round_whole`]), not by the driver.
 //!
 //! Contract: the sums are the same integers as the portable chunk kernels'
 //! (integer addition in another order), reported per group as
@@ -76,10 +78,11 @@ use core::arch::x86_64::*;
 /// sums in 16-bit lanes without a reduction, so the per-chunk work of the
 /// wide driver is not paid back for them. Re-measured after the rebase on
 /// main (docs/sections/perf.md, "Batched decode"): Q5_0 `m8` / `m1x8` 0.34
-/// on 4864 → 896 but 0.43 on 896 → 4864, where M = 2–8 is no faster than
-/// the four-row path (M ≥ 16 and prefill are: 0.68–0.70 per pair); the
-/// Q8_0 output head through this kernel cost a 9-row verify step 0.88× but
-/// a 2-row one 1.15× (`examples/verify_rows.rs`), so Q8_0 stays out.
+/// on 4864 → 896 but 0.43 on 896 → 4864 until [`round_whole`] (then 0.34
+/// there too; `m8` 0.69× the build before it); the Q8_0 output head
+/// through this kernel (before [`round_whole`]) cost a 9-row verify step
+/// 0.88× but a 2-row one 1.15× (`examples/verify_rows.rs`), so Q8_0 stays
+/// out (not re-measured since).
 pub(super) const fn avx2_wide_min<F: Format>() -> usize {
     if F::IS_Q5_0 {
         AVX2_WIDE_MIN_ROWS
