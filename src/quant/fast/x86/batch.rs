@@ -81,8 +81,8 @@ use core::arch::x86_64::*;
 /// on 4864 → 896 but 0.43 on 896 → 4864 until [`round_whole`] (then 0.34
 /// there too; `m8` 0.69× the build before it); the Q8_0 output head
 /// through this kernel (before [`round_whole`]) cost a 9-row verify step
-/// 0.88× but a 2-row one 1.15× (`examples/verify_rows.rs`), so Q8_0 stays
-/// out (not re-measured since).
+/// 0.88× but a 2-row one 1.15× (`examples/verify_rows.rs`), and with it
+/// 1.03× at 2 rows and 0.97× at 9, so Q8_0 stays out.
 pub(super) const fn avx2_wide_min<F: Format>() -> usize {
     if F::IS_Q5_0 {
         AVX2_WIDE_MIN_ROWS
