@@ -29,7 +29,9 @@
 //! discards) and added to the row's sums; Q4_1's `mm·sm` (`vpmuldq`,
 //! `< 2^22`) shifted by `mrel + srel` likewise. So each block's weight
 //! decoding serves every input row of the tile, and an input row costs
-//! about half the instructions of the four-row kernel's tile path.
+//! about half the instructions of the four-row kernel's tile path. Where
+//! the chunk is the rows' only one, the cells of Q5_0 / Q8_0 rows are
+//! rounded here too ([`round_whole`]), not by the driver.
 //!
 //! Contract: the sums are the same integers as the portable chunk kernels'
 //! (integer addition in another order), reported per group as
@@ -53,11 +55,14 @@
 #![allow(unsafe_code)]
 
 use super::blocked::{Format, MARGIN_D, MARGIN_M, f16_rel8, tile_in_bounds, to_i64x4, to_u32x8};
+use crate::F32;
+use crate::float::from_i64_scaled_try;
 use crate::quant::act::{ActScale, ChunkScale};
 use crate::quant::block::QK;
 use crate::quant::fast::chunk::{LIM_Q4_1_M, ROW_GROUP};
 use crate::quant::fast::fused::{ActTile, ChunkSums, WIDE_GROUPS, WIDE_ROWS, WideTileOut};
 use crate::quant::fast::wide::AVX2_WIDE_MIN_ROWS;
+use crate::quant::fixed::QUANTUM_EXP;
 use core::arch::x86_64::*;
 
 /// Fewest input rows for which the AVX2 build of format `F` runs
@@ -71,7 +76,13 @@ use core::arch::x86_64::*;
 /// 0.5B's output head's width); Q4_1 0.49–0.65 against 0.46–0.59. Q8_0
 /// needs a `vpsignb` per product vector and Q4_1's four-row path already
 /// sums in 16-bit lanes without a reduction, so the per-chunk work of the
-/// wide driver is not paid back for them.
+/// wide driver is not paid back for them. Re-measured after the rebase on
+/// main (docs/sections/perf.md, "Batched decode"): Q5_0 `m8` / `m1x8` 0.34
+/// on 4864 → 896 but 0.43 on 896 → 4864 until [`round_whole`] (then 0.34
+/// there too; `m8` 0.69× the build before it); the Q8_0 output head
+/// through this kernel (before [`round_whole`]) cost a 9-row verify step
+/// 0.88× but a 2-row one 1.15× (`examples/verify_rows.rs`), and with it
+/// 1.03× at 2 rows and 0.97× at 9, so Q8_0 stays out.
 pub(super) const fn avx2_wide_min<F: Format>() -> usize {
     if F::IS_Q5_0 {
         AVX2_WIDE_MIN_ROWS
@@ -86,13 +97,14 @@ const LANES: usize = 8;
 /// The AVX2 build's wide chunk kernel: the [`ChunkSums`] of [`WIDE_ROWS`]
 /// weight rows (`[group][input row]`, four groups of [`ROW_GROUP`] back to
 /// back at stride `rb` in `rows`) against the first `min(t.n, N)` input
-/// rows of the tile (see the module docs). Rounds no row itself
-/// (`finished` false).
+/// rows of the tile (see the module docs). Where the chunk is the rows'
+/// only one (`whole`), an input row's sixteen cells come back rounded
+/// ([`round_whole`]) when they can.
 #[target_feature(enable = "avx2")]
 pub(super) fn tile16_avx2<F: Format, const N: usize>(
     rows: &[u8],
     rb: usize,
-    (b0, nb, _whole): (usize, usize, bool),
+    (b0, nb, whole): (usize, usize, bool),
     t: &ActTile<'_, N>,
     res: &mut WideTileOut<N>,
 ) {
@@ -147,6 +159,44 @@ pub(super) fn tile16_avx2<F: Format, const N: usize>(
             lanes.results::<F, N>(acc, &t.ch[j], (j, half), &mut res.sums);
         }
     }
+    if whole {
+        for j in 0..n {
+            res.finished[j] = round_whole::<F, N>(&res.sums, j, &mut res.rounded[j]);
+        }
+    }
+}
+
+/// Input row `j`'s sixteen cells rounded to binary32 into `out`, when the
+/// chunk is the rows' only one: each cell is then its row's `d` sum alone
+/// (`d_sum · 2^d_base` added to a zero cell), which [`from_i64_scaled_try`]
+/// rounds to the bits [`crate::quant::fixed::ExactAcc::finish`] gives it.
+/// False (`out` unspecified) for Q4_1 (two terms per cell), a group whose
+/// sums do not fit `i64`, a non-finite weight scale, or a sum that rounds
+/// to no normal binary32 (the driver then adds the sums to cells as
+/// usual). Scalar: it replaces the driver's per-cell `i128` add and
+/// rounding, which on rows of one chunk (the 0.5B's 896-wide matrices)
+/// cost about a third as much as the kernel.
+#[inline]
+fn round_whole<F: Format, const N: usize>(
+    sums: &[[ChunkSums; N]; WIDE_GROUPS],
+    j: usize,
+    out: &mut [F32; WIDE_ROWS],
+) -> bool {
+    if F::IS_Q4_1 {
+        return false;
+    }
+    let mut ok = true;
+    for (g, group) in sums.iter().enumerate() {
+        let s = &group[j];
+        ok &= s.fits_i64;
+        for i in 0..ROW_GROUP {
+            let exp = QUANTUM_EXP.wrapping_add(s.d_base[i] as i32);
+            let (v, fine) = from_i64_scaled_try(s.d_sum[i], exp);
+            out[g * ROW_GROUP + i] = v;
+            ok &= fine & !s.nonfinite[i];
+        }
+    }
+    ok
 }
 
 /// The first dword of block `at / bs` of each of the eight rows at stride
@@ -503,6 +553,7 @@ mod tests {
     use super::*;
     use crate::quant::act::{ActKind, CHUNK_BLOCKS};
     use crate::quant::fast::fused::{ACT_TILE, WIDE_TILE};
+    use crate::quant::fixed::ExactAcc;
     use crate::quant::{QActs, fast::chunk::ROW_GROUP};
     use crate::simd::Level;
     use crate::{Arena, F32};
@@ -517,7 +568,9 @@ mod tests {
     /// Q5_0 and Q8_0: random weights whose scales spread over up to 24
     /// binades (chunks past the shift limits included), some zero or
     /// non-finite, 1 to 32 input rows of varied magnitudes, chunks of 1 to
-    /// 32 blocks at every chunk offset.
+    /// 32 blocks at every chunk offset; and where the chunk is the rows'
+    /// only one, every input row it rounded itself has the bits
+    /// [`ExactAcc::finish`] gives its cells.
     #[test]
     fn tile16_equals_four_row_kernel() {
         if crate::simd::level() < Level::Avx2 {
@@ -531,6 +584,7 @@ mod tests {
     fn check<F: Format>(seed: u64) {
         let mut next = crate::testutil::lcg(seed);
         let bs = F::BLOCK_BYTES;
+        let mut finished = 0usize;
         for round in 0..150u32 {
             let nb_row = 1 + next() as usize % 80;
             let b0 = CHUNK_BLOCKS * (next() as usize % nb_row.div_ceil(CHUNK_BLOCKS));
@@ -575,9 +629,10 @@ mod tests {
                 tile.sc[j] = &a.sc[b0..];
                 tile.ch[j] = a.ch[b0 / CHUNK_BLOCKS];
             }
+            let whole = b0 == 0 && nb == nb_row;
             let mut got = WideTileOut::<WIDE_TILE>::NOT_COMPUTED;
             // SAFETY: the CPU runs AVX2 (checked by the caller).
-            unsafe { tile16_avx2::<F, WIDE_TILE>(&w, rb, (b0, nb, false), &tile, &mut got) };
+            unsafe { tile16_avx2::<F, WIDE_TILE>(&w, rb, (b0, nb, whole), &tile, &mut got) };
             for g in 0..WIDE_GROUPS {
                 for j0 in (0..n).step_by(ACT_TILE) {
                     let mut t8 = ActTile::<ACT_TILE>::EMPTY;
@@ -590,8 +645,18 @@ mod tests {
                     // SAFETY: as above.
                     let want = unsafe { fused_avx2::<F, ACT_TILE>(group, rb, b0, nb, &t8) };
                     for (t, want) in want.iter().enumerate().take(t8.n) {
-                        let got = &got.sums[g][j0 + t];
-                        let at = (round, g, j0 + t);
+                        let j = j0 + t;
+                        let at = (round, g, j);
+                        if got.finished[j] {
+                            finished += 1;
+                            for i in 0..ROW_GROUP {
+                                let mut cell = ExactAcc::default();
+                                assert!(want.add_to(i, false, false, &mut cell), "{at:?}");
+                                let r = got.rounded[j][g * ROW_GROUP + i];
+                                assert_eq!(r, cell.finish(), "rounded {at:?} {i}");
+                            }
+                        }
+                        let got = &got.sums[g][j];
                         assert_eq!(got.fits_i64, want.fits_i64, "fit {at:?}");
                         assert_eq!(got.nonfinite, want.nonfinite, "non-finite {at:?}");
                         if want.fits_i64 {
@@ -606,5 +671,11 @@ mod tests {
                 }
             }
         }
+        // Where the chunk is the rows' only one, Q5_0 and Q8_0 rows must
+        // come back rounded some of the time (else the check above is idle).
+        assert!(
+            F::IS_Q4_1 || finished > 0,
+            "no input row rounded in the kernel"
+        );
     }
 }
