@@ -149,35 +149,76 @@ fn q4_5_k_row<const Q5: bool>(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
 }
 
 /// The eight sub-block sums `Σ q·y` of one Q4_K (`Q5` false) or Q5_K
-/// super-block `blk` with its 256 activations `yq`, in portable Rust.
+/// super-block `blk` with its 256 activations `yq`, in portable Rust: the
+/// quants unpacked eight per `u64` operation ([`unpack_q4_5`]), then one
+/// plain loop per sub-block that the compiler vectorizes.
 #[inline(always)]
 fn q4_5_k_sumq<const Q5: bool>(blk: &[u8], yq: &[i8]) -> [i32; 8] {
+    sub_sums(&unpack_q4_5::<Q5>(blk), yq)
+}
+
+/// Eight one-bit lanes of a `u64` (bit 0 of each byte).
+const LANES_1: u64 = 0x0101_0101_0101_0101;
+/// Eight two-bit lanes of a `u64`.
+const LANES_2: u64 = 0x0303_0303_0303_0303;
+/// Eight four-bit lanes of a `u64`.
+const LANES_4: u64 = 0x0F0F_0F0F_0F0F_0F0F;
+
+/// The `u64` of the eight bytes of `b` at `at` (little-endian; the caller
+/// keeps `at + 8` within the block).
+#[inline(always)]
+fn word(b: &[u8], at: usize) -> u64 {
+    let mut w = [0u8; 8];
+    w.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(w)
+}
+
+/// The 256 quants of a Q4_K (`Q5` false: `0..=15`) or Q5_K (`0..=31`)
+/// super-block, one byte each, in activation order (sub-block `2c` the low
+/// nibbles of bytes `32c..32c + 32`, `2c + 1` their high nibbles; Q5_K's
+/// fifth bit `2c` / `2c + 1` of `qh[l]`). Each `u64` step takes eight
+/// quants: the masks keep every byte lane within its own bits (a nibble, or
+/// a nibble or-ed with one bit moved above it), so no lane carries into
+/// the next.
+#[inline(always)]
+fn unpack_q4_5<const Q5: bool>(blk: &[u8]) -> [u8; QK_K] {
     let qs_at = if Q5 { 48 } else { 16 };
-    let mut sumq = [0i32; 8];
-    let qh = &blk[16..48];
-    for (c, (q, y)) in blk[qs_at..qs_at + 128]
-        .chunks_exact(32)
-        .zip(yq.chunks_exact(64))
-        .enumerate()
-    {
-        let (mut s0, mut s1) = (0i32, 0i32);
-        for l in 0..32 {
-            // Q5_K: bit 2c of qh[l] for the low nibbles, 2c + 1 for the high.
-            let (h0, h1) = if Q5 {
-                (
-                    ((qh[l] >> (2 * c)) & 1) << 4,
-                    ((qh[l] >> (2 * c + 1)) & 1) << 4,
-                )
-            } else {
-                (0, 0)
-            };
-            s0 += ((q[l] & 15) | h0) as i32 * y[l] as i32;
-            s1 += ((q[l] >> 4) | h1) as i32 * y[l + 32] as i32;
+    let mut q = [0u8; QK_K];
+    for (c, out) in q.chunks_exact_mut(64).enumerate() {
+        for w in 0..4 {
+            let x = word(blk, qs_at + 32 * c + 8 * w);
+            let (mut lo, mut hi) = (x & LANES_4, (x >> 4) & LANES_4);
+            if Q5 {
+                let h = word(blk, 16 + 8 * w);
+                lo |= ((h >> (2 * c)) & LANES_1) << 4;
+                hi |= ((h >> (2 * c + 1)) & LANES_1) << 4;
+            }
+            out[8 * w..8 * w + 8].copy_from_slice(&lo.to_le_bytes());
+            out[32 + 8 * w..40 + 8 * w].copy_from_slice(&hi.to_le_bytes());
         }
-        sumq[2 * c] = s0;
-        sumq[2 * c + 1] = s1;
     }
-    sumq
+    q
+}
+
+/// `Σ q·y` over each 32-element sub-block of the unpacked quants `q` and
+/// the activations `yq` (`|Σ| ≤ 32·63·127 < 2^18`: no `i32` overflow).
+#[inline(always)]
+fn sub_sums(q: &[u8; QK_K], yq: &[i8]) -> [i32; 8] {
+    let mut sums = [0i32; 8];
+    for (s, (q, y)) in sums
+        .iter_mut()
+        .zip(q.chunks_exact(32).zip(yq.chunks_exact(32)))
+    {
+        *s = dot_u8_i8(q, y);
+    }
+    sums
+}
+
+/// `Σ q·y` of two equal-length runs, in `i32` (the callers' runs are at
+/// most 32 long, `q ≤ 63`: the sum is below 2^18).
+#[inline(always)]
+fn dot_u8_i8(q: &[u8], y: &[i8]) -> i32 {
+    q.iter().zip(y).map(|(&q, &y)| q as i32 * y as i32).sum()
 }
 
 /// [`q4_5_k_row`] with the sub-block sums taken by `sumq` (given the whole
@@ -233,31 +274,62 @@ pub(crate) fn q6_k_row(row: &[u8], a: &ActRow<'_>) -> ExactAcc {
 
 /// The eight scaled sub-block sums `sc_2j·Σ q·y + sc_2j+1·Σ q·y` (over the
 /// two 16-element halves of sub-block `j`, `q` in `-32..=31`) of one Q6_K
-/// super-block `blk` with its 256 activations `yq`, in portable Rust.
+/// super-block `blk` with its 256 activations `yq`, in portable Rust: the
+/// quants unpacked eight per `u64` operation ([`unpack_q6`], offset by 32),
+/// then one plain loop per half.
 #[inline(always)]
 fn q6_k_sumi(blk: &[u8], yq: &[i8]) -> [i32; 8] {
-    let (ql, qh, scales) = (&blk[0..128], &blk[128..192], &blk[192..208]);
-    // Sub-block j = 4h + k: low bits from ql[64h + 32(k % 2) ..] (low
-    // nibbles for k < 2), high bits 2k..2k+2 of qh[32h ..].
+    let q = unpack_q6(blk);
+    let scales = &blk[192..208];
     let mut sumi = [0i32; 8];
-    for h in 0..2 {
-        let qh = &qh[32 * h..32 * h + 32];
-        for k in 0..4 {
-            let ql = &ql[64 * h + 32 * (k % 2)..64 * h + 32 * (k % 2) + 32];
-            let y = &yq[128 * h + 32 * k..128 * h + 32 * k + 32];
-            let (nib, hs) = (4 * (k / 2) as u32, 2 * k as u32);
-            let (mut s0, mut s1) = (0i32, 0i32);
-            for l in 0..16 {
-                let q0 = (((ql[l] >> nib) & 15) | (((qh[l] >> hs) & 3) << 4)) as i32 - 32;
-                let q1 = (((ql[l + 16] >> nib) & 15) | (((qh[l + 16] >> hs) & 3) << 4)) as i32 - 32;
-                s0 += q0 * y[l] as i32;
-                s1 += q1 * y[l + 16] as i32;
-            }
-            let j = 4 * h + k;
-            sumi[j] = scales[2 * j] as i8 as i32 * s0 + scales[2 * j + 1] as i8 as i32 * s1;
-        }
+    for (j, (s, (q, y))) in sumi
+        .iter_mut()
+        .zip(q.chunks_exact(32).zip(yq.chunks_exact(32)))
+        .enumerate()
+    {
+        let s0 = dot_u6_i8(&q[..16], &y[..16]);
+        let s1 = dot_u6_i8(&q[16..], &y[16..]);
+        *s = scales[2 * j] as i8 as i32 * s0 + scales[2 * j + 1] as i8 as i32 * s1;
     }
     sumi
+}
+
+/// `Σ (q − 32)·y` of two equal-length runs of 16 (`|Σ| ≤ 16·32·127 <
+/// 2^16`).
+#[inline(always)]
+fn dot_u6_i8(q: &[u8], y: &[i8]) -> i32 {
+    q.iter()
+        .zip(y)
+        .map(|(&q, &y)| (q as i32 - 32) * y as i32)
+        .sum()
+}
+
+/// The 256 quants of a Q6_K super-block plus 32 (`0..=63`), one byte
+/// each, in activation order: sub-block `4h + k`, element `l`, is nibble
+/// `k / 2` of `ql[64h + 32(k % 2) + l]` with bits `2k..2k + 2` of
+/// `qh[32h + l]` above it. Each `u64` step takes eight quants: a masked
+/// nibble or-ed with a masked two-bit field shifted to bits 4..6 of the
+/// same byte lane, so no lane carries into the next.
+#[inline(always)]
+fn unpack_q6(blk: &[u8]) -> [u8; QK_K] {
+    let mut q = [0u8; QK_K];
+    for (h, out) in q.chunks_exact_mut(128).enumerate() {
+        for w in 0..4 {
+            let l0 = word(blk, 64 * h + 8 * w);
+            let l1 = word(blk, 64 * h + 32 + 8 * w);
+            let hb = word(blk, 128 + 32 * h + 8 * w);
+            let parts = [
+                (l0 & LANES_4) | ((hb & LANES_2) << 4),
+                (l1 & LANES_4) | (((hb >> 2) & LANES_2) << 4),
+                ((l0 >> 4) & LANES_4) | (((hb >> 4) & LANES_2) << 4),
+                ((l1 >> 4) & LANES_4) | (((hb >> 6) & LANES_2) << 4),
+            ];
+            for (k, p) in parts.iter().enumerate() {
+                out[32 * k + 8 * w..32 * k + 8 * w + 8].copy_from_slice(&p.to_le_bytes());
+            }
+        }
+    }
+    q
 }
 
 /// [`q6_k_row`] with the scaled sub-block sums taken by `sumi` (given the
