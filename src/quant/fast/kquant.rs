@@ -128,6 +128,27 @@ pub(super) fn scale_min(s: &[u8], j: usize) -> (i32, i32) {
     }
 }
 
+/// The eight 6-bit scales and eight 6-bit mins of a Q4_K / Q5_K
+/// super-block from its 12 packed bytes (`get_scale_min_k4` for every `j`
+/// at once), four per `u32` operation: with `a`, `b`, `c` the three
+/// little-endian words, sub-blocks 0..4 are the low six bits of `a`'s
+/// bytes (scales) and `b`'s (mins); sub-blocks 4..8 take their low four
+/// bits from `c`'s low (scales) or high (mins) nibbles and their top two
+/// from bits 6..8 of `a`'s (scales) or `b`'s (mins) bytes. Every mask
+/// keeps a byte lane's bits within that lane.
+#[inline(always)]
+fn scales_mins(s: &[u8]) -> ([u8; 8], [u8; 8]) {
+    const LOW6: u32 = 0x3F3F_3F3F;
+    const LOW4: u32 = 0x0F0F_0F0F;
+    const LOW2: u32 = 0x0303_0303;
+    let w = |at: usize| u32::from_le_bytes([s[at], s[at + 1], s[at + 2], s[at + 3]]);
+    let (a, b, c) = (w(0), w(4), w(8));
+    let sc_hi = (c & LOW4) | (((a >> 6) & LOW2) << 4);
+    let mn_hi = ((c >> 4) & LOW4) | (((b >> 6) & LOW2) << 4);
+    let join = |lo: u32, hi: u32| (u64::from(lo) | (u64::from(hi) << 32)).to_le_bytes();
+    (join(a & LOW6, sc_hi), join(b & LOW6, mn_hi))
+}
+
 /// The exact dot of one Q4_K row (`row`: whole super-blocks) with `a`
 /// (its `qs` and `sc` as long as the row); the caller checks the lengths.
 #[inline(always)]
@@ -242,22 +263,23 @@ fn q4_5_k_row_with<const Q5: bool>(
         acc.nonfinite |= f16_nonfinite(d) | f16_nonfinite(dmin);
         let (dm, dsh) = f16_fixed(d);
         let (nm, nsh) = f16_fixed(dmin);
-        let scales = &blk[4..16];
+        let (sc, mn) = scales_mins(&blk[4..16]);
         let sumq = sumq(blk, yq);
         let (base, spread) = act_base(ys);
         if spread <= lim {
             let (mut id, mut im) = (0i64, 0i64);
             for (j, s) in ys.iter().enumerate() {
-                let (sc, mn) = scale_min(scales, j);
-                let r = rel(s, base);
-                id += ((sc * sumq[j]) as i64 * s.dm as i64) << r;
-                im += ((mn * s.bsum) as i64 * s.dm as i64) << r;
+                // `|am| < 2^11 · 2^spread ≤ 2^37`; the products are
+                // `dot_row`'s terms shifted by `rel`, bounded above.
+                let am = (s.dm as i64) << rel(s, base);
+                id += (sc[j] as i32 * sumq[j]) as i64 * am;
+                im += (mn[j] as i32 * s.bsum) as i64 * am;
             }
             acc.sum += (id as i128 * dm as i128) << (dsh + base);
             acc.sum -= (im as i128 * nm as i128) << (nsh + base);
         } else {
             for (j, s) in ys.iter().enumerate() {
-                let (sc, mn) = scale_min(scales, j);
+                let (sc, mn) = (sc[j] as i32, mn[j] as i32);
                 acc.add_shifted((sc * sumq[j]) as i64 * (dm * s.dm) as i64, dsh + s.dsh);
                 acc.add_shifted(-((mn * s.bsum) as i64 * (nm * s.dm) as i64), nsh + s.dsh);
             }
