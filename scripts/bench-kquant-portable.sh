@@ -8,15 +8,17 @@
 #   scripts/bench-kquant-portable.sh BASE_REV [ROUNDS]   # build BASE_REV and the work tree
 #   scripts/bench-kquant-portable.sh --bins OLD NEW [ROUNDS]   # two built bench binaries
 #
-# (BASE_REV is checked out in a temporary git worktree sharing target/.)
+# (BASE_REV is checked out in a temporary git worktree and built in
+# target/bench-base/: the same target directory would give both builds one
+# binary path.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 filter=kquant_m1/portable
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-bench_bin() { # DIR -> path of the kernels bench binary built there
-    cargo bench --manifest-path "$1/Cargo.toml" --target-dir "$(pwd)/target" --features std \
+bench_bin() { # DIR TARGET_DIR -> path of the kernels bench binary built there
+    cargo bench --manifest-path "$1/Cargo.toml" --target-dir "$2" --features std \
         --bench kernels --no-run --message-format=json 2>/dev/null |
         python3 -c 'import json,sys
 for l in sys.stdin:
@@ -31,8 +33,8 @@ else
     base=${1:?usage: $0 BASE_REV [ROUNDS] | --bins OLD NEW [ROUNDS]} rounds=${2:-3}
     git worktree add --detach "$tmp/base" "$base" >/dev/null
     trap 'git worktree remove --force "$tmp/base"; rm -rf "$tmp"' EXIT
-    cp "$(bench_bin "$tmp/base")" "$tmp/old"
-    cp "$(bench_bin "$PWD")" "$tmp/new"
+    cp "$(bench_bin "$tmp/base" "$PWD/target/bench-base")" "$tmp/old"
+    cp "$(bench_bin "$PWD" "$PWD/target")" "$tmp/new"
     old=$tmp/old new=$tmp/new
 fi
 
