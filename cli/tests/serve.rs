@@ -1155,12 +1155,31 @@ fn tool_calls_through_the_openai_client(
             assert_eq!(calls[0]["name"], "get_time", "{case}");
         }
     }
+    // The round trip (call, `tool` result, answer), whole and streamed.
     let rt = &got["round_trip"];
-    assert!(!rt["calls"].as_array().unwrap().is_empty(), "{rt}");
+    assert_eq!(
+        rt, &got["round_trip_stream"],
+        "whole vs streamed round trip"
+    );
+    let calls = rt["calls"].as_array().expect("round-trip calls");
+    assert_eq!(calls.len(), 1, "{rt}");
+    for c in calls {
+        check_call(
+            c["name"].as_str().unwrap(),
+            c["arguments"].as_str().unwrap(),
+        );
+    }
     assert!(
-        rt["answer"].is_string() || !rt["answer_calls"].as_array().unwrap().is_empty(),
+        rt["answer"].as_str().is_some_and(|a| !a.trim().is_empty()) || rt["answer_calls"] != 0,
         "{rt}"
     );
+    // `chat.completions.parse` with a pydantic model: the client parsed
+    // the answer into the model.
+    let p = &got["parse"];
+    assert_eq!(p["finish"], "stop", "{p}");
+    assert!(p["parsed"]["city"].is_string(), "{p}");
+    assert!(p["parsed"]["celsius"].is_i64(), "{p}");
+    assert!(p["parsed"]["sunny"].is_boolean(), "{p}");
     // Bad tools are 400s naming the field, and the server keeps serving.
     let chat = "/v1/chat/completions";
     let ask = json!([{"role": "user", "content": "hi"}]);
