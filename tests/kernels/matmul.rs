@@ -194,7 +194,9 @@ fn expected_run(ty: GgmlType, path: KernelPath, n_rows: usize, m: usize) -> Rows
     } else {
         0
     };
-    let build = if tiled_rows > 0 && path == KernelPath::Auto && level() == Level::Avx512Vnni {
+    // The VNNI tile reports its own build; the decode kernel reports the
+    // row kernel's (AVX-512 or AVX2), even on a VNNI CPU.
+    let build = if tiled && tiled_rows > 0 {
         Level::Avx512Vnni
     } else {
         build
