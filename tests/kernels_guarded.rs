@@ -205,8 +205,10 @@ fn check_ran(ty: GgmlType, path: KernelPath, rows: usize, m: usize, ran: RowsRun
         KernelPath::Avx2 if cpu >= Level::Avx2 => {
             assert_eq!(ran.build, Level::Avx2, "{ty:?} {path:?}")
         }
-        // The VNNI K-quant tile (four weight rows by up to eight input rows).
-        KernelPath::Auto if cpu == Level::Avx512Vnni && want_tiled > 0 => {
+        // The VNNI K-quant tile (four weight rows by up to eight input rows)
+        // and the VNNI wide kernel; the decode kernel reports the row
+        // kernel's build.
+        KernelPath::Auto if cpu == Level::Avx512Vnni && (tiled || wide) && want_tiled > 0 => {
             assert_eq!(ran.build, Level::Avx512Vnni, "{ty:?} {path:?}")
         }
         KernelPath::Auto if cpu >= Level::Avx2 => {
