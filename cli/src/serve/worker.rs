@@ -149,6 +149,8 @@ struct Live {
 
 struct Runner {
     sched: Scheduler<'static>,
+    /// Compiles requests' grammars.
+    compiler: crate::constrain::Compiler,
     /// The constrained completions' matchers (the scheduler's constraint).
     grammars: crate::constrain::Grammars,
     work: Workspace<'static>,
@@ -231,8 +233,8 @@ impl Runner {
         // A model the compiler cannot serve (no end-of-generation token)
         // still answers plain requests; constrained ones get the reason.
         let vocab_size = sched.engine().config().vocab_size;
-        let grammars = crate::constrain::Grammars::new(&tokenizer, vocab_size)
-            .unwrap_or_else(crate::constrain::Grammars::unavailable);
+        let compiler = crate::constrain::Compiler::new(&tokenizer, vocab_size)
+            .unwrap_or_else(crate::constrain::Compiler::unavailable);
         let model_name = path
             .file_name()
             .map(|f| f.to_string_lossy().trim_end_matches(".gguf").to_string())
@@ -244,7 +246,8 @@ impl Runner {
         };
         Ok(Runner {
             sched,
-            grammars,
+            compiler,
+            grammars: crate::constrain::Grammars::new(),
             work,
             pool: Pool::new(cfg.model.threads)?,
             loaded,
@@ -443,7 +446,7 @@ impl Runner {
         };
         let matcher = match &req.constraint {
             None => None,
-            Some((field, spec)) => Some(self.grammars.compile(spec).map_err(|e| {
+            Some((field, spec)) => Some(self.compiler.compile(spec).map_err(|e| {
                 let why = super::tools::compile_error(field, spec, &e.to_string());
                 ApiError::invalid(field, why)
             })?),
@@ -458,9 +461,9 @@ impl Runner {
             }
             other => ApiError::invalid("prompt", other.to_string()),
         })?;
-        if let Some(m) = matcher {
+        if let Some(m) = &matcher {
             for index in 0..req.n as u32 {
-                self.grammars.attach(id.0, index, m.deep_clone());
+                self.grammars.attach(id.0, index, m);
             }
         }
         self.front
@@ -485,7 +488,7 @@ impl Runner {
                 prompt_text,
                 params: req.params,
                 max_tokens,
-                constraint: req.constraint.as_ref().map(|(_, spec)| spec.clone()),
+                constraint: matcher.as_ref().map(|g| g.spec().clone()),
                 choices,
                 open: req.n,
                 gone: false,
