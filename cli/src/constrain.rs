@@ -5,8 +5,9 @@
 //! Two parts, each with one job:
 //! * [`Compiler`] turns a constraint's text ([`Spec`]) into a [`Compiled`]
 //!   grammar. It is shared (`Clone`, `Send`, `Sync`) and holds no
-//!   per-completion state, so it may run on any thread; `generate` and
-//!   `verify` compile in line.
+//!   per-completion state, so it may run on any thread: the server
+//!   compiles on blocking threads, never on the engine thread
+//!   (`serve::compile`); `generate` and `verify` compile in line.
 //! * [`Grammars`] holds the matchers of the completions being decoded (a
 //!   [`Constraint`]): it takes grammars already compiled
 //!   ([`Grammars::attach`]) and has no compiler of its own.
@@ -147,8 +148,8 @@ impl std::fmt::Display for CompileError {
 
 /// The grammar compiler for one model: the engine's parser factory over
 /// the model's vocabulary, shared (cloning is an `Arc` bump), `Send` and
-/// `Sync`, so a server can compile on threads of its own while the engine
-/// steps. Compiling is a pure function of the grammar
+/// `Sync`, so a server compiles on threads of its own while the engine
+/// steps (`serve::compile`). Compiling is a pure function of the grammar
 /// text: the limits are counts ([`limits`]), never times.
 #[derive(Clone)]
 pub struct Compiler {
@@ -236,7 +237,8 @@ impl Compiler {
 
 /// A grammar compiled for one model, before any token: what
 /// [`Grammars::attach`] takes. Only [`Compiler::compile`] makes one, so
-/// whoever holds only [`Grammars`] cannot compile.
+/// whoever holds only [`Grammars`] (the server's engine thread) cannot
+/// compile.
 pub struct Compiled {
     spec: Spec,
     /// (Boxed: a matcher is over a kilobyte, and compiled grammars travel.)
