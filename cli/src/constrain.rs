@@ -2,18 +2,28 @@
 //! compiled by the llguidance engine into token masks for the library's
 //! [`Constraint`] interface.
 //!
+//! Two parts, each with one job:
+//! * [`Compiler`] turns a constraint's text ([`Spec`]) into a [`Compiled`]
+//!   grammar. It is shared (`Clone`, `Send`, `Sync`) and holds no
+//!   per-completion state, so it may run on any thread: the server
+//!   compiles on blocking threads, never on the engine thread
+//!   (`serve::compile`); `generate` and `verify` compile in line.
+//! * [`Grammars`] holds the matchers of the completions being decoded (a
+//!   [`Constraint`]): it takes grammars already compiled
+//!   ([`Grammars::attach`]) and has no compiler of its own.
+//!
 //! The engine's token trie is built from the model's own vocabulary: each
 //! token's decoded bytes, control tokens behind the trie's special-token
 //! marker byte, and the model's end-of-generation tokens as the ones a
 //! finished grammar allows. A completion's mask is a pure function of
-//! (grammar, tokens so far): each completion has its own matcher, compiled
-//! fresh from the grammar text, and [`Grammars::fill`] catches it up with
-//! the tokens it is given (rebuilding it if they are not an extension of
-//! what it consumed). Every work limit is a count (grammar size, lexer
-//! fuel, Earley items, lexer states), never a time, so the same grammar and
-//! tokens give the same mask on any machine and under any load; a grammar
-//! over a limit is refused (compile) or ends the completion (a mask step),
-//! the same way every time.
+//! (grammar, tokens so far): each completion has its own copy of the
+//! compiled matcher, and [`Grammars::fill`] catches it up with the tokens
+//! it is given (rebuilding it if they are not an extension of what it
+//! consumed). Every work limit is a count (grammar size, lexer fuel,
+//! Earley items, lexer states), never a time, so the same grammar and
+//! tokens give the same mask on any machine, on any thread and under any
+//! load; a grammar over a limit is refused (compile) or ends the completion
+//! (a mask step), the same way every time.
 //!
 //! Verified by `cli/tests/constrain.rs`: constrained `generate` output
 //! parses and validates, and `verify` catches a transcript whose token the
@@ -136,26 +146,30 @@ impl std::fmt::Display for CompileError {
     }
 }
 
-/// The compiler for one model, and the matchers of the completions it
-/// constrains (a [`Constraint`] for the library).
-pub struct Grammars {
-    /// The compiler, or why this model has none ([`Grammars::unavailable`]).
-    factory: Result<ParserFactory, CompileError>,
-    /// Each completion's grammar (compiled, not yet advanced).
-    initial: HashMap<(u64, u32), Matcher>,
-    /// Each completion's matcher and the tokens it consumed.
-    live: HashMap<(u64, u32), (Matcher, Vec<u32>)>,
-    /// The last engine error per completion (its mask was left empty).
-    errors: HashMap<(u64, u32), String>,
-    /// Wall time of the first `fill`s, in nanoseconds (reported, never read
-    /// by the masks).
-    fill_ns: Vec<u64>,
+/// The grammar compiler for one model: the engine's parser factory over
+/// the model's vocabulary, shared (cloning is an `Arc` bump), `Send` and
+/// `Sync`, so a server compiles on threads of its own while the engine
+/// steps (`serve::compile`). Compiling is a pure function of the grammar
+/// text: the limits are counts ([`limits`]), never times.
+#[derive(Clone)]
+pub struct Compiler {
+    /// The factory, or why this model has none ([`Compiler::unavailable`]).
+    factory: Result<Arc<ParserFactory>, CompileError>,
 }
 
-impl Grammars {
+impl std::fmt::Debug for Compiler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.factory {
+            Ok(_) => f.write_str("Compiler"),
+            Err(why) => write!(f, "Compiler(unavailable: {why})"),
+        }
+    }
+}
+
+impl Compiler {
     /// The compiler for `tokenizer`'s model, whose logit rows have
     /// `vocab_size` entries.
-    pub fn new(tokenizer: &Tokenizer<'_>, vocab_size: usize) -> Result<Grammars, CompileError> {
+    pub fn new(tokenizer: &Tokenizer<'_>, vocab_size: usize) -> Result<Compiler, CompileError> {
         let n =
             u32::try_from(vocab_size).map_err(|_| CompileError("vocabulary too large".into()))?;
         let eog = tokenizer.eog_ids();
@@ -173,32 +187,22 @@ impl Grammars {
             ParserFactory::new_simple(&env).map_err(|e| CompileError(e.to_string()))?;
         factory.quiet();
         *factory.limits_mut() = limits();
-        Ok(Grammars {
-            factory: Ok(factory),
-            initial: HashMap::new(),
-            live: HashMap::new(),
-            errors: HashMap::new(),
-            fill_ns: Vec::new(),
+        Ok(Compiler {
+            factory: Ok(Arc::new(factory)),
         })
     }
 
     /// A stand-in for a model whose compiler could not be built (`why`, e.g.
-    /// no end-of-generation token to end a grammar): it constrains nothing,
-    /// and [`Grammars::compile`] refuses every grammar with `why`, so a
-    /// server on such a model still serves plain requests.
-    pub fn unavailable(why: CompileError) -> Grammars {
-        Grammars {
-            factory: Err(why),
-            initial: HashMap::new(),
-            live: HashMap::new(),
-            errors: HashMap::new(),
-            fill_ns: Vec::new(),
-        }
+    /// no end-of-generation token to end a grammar): [`Compiler::compile`]
+    /// refuses every grammar with `why`, so a server on such a model still
+    /// serves plain requests.
+    pub fn unavailable(why: CompileError) -> Compiler {
+        Compiler { factory: Err(why) }
     }
 
-    /// Compiles `spec` into a matcher (refused: over
-    /// [`MAX_GRAMMAR_BYTES`], not JSON, or the engine's reason).
-    pub fn compile(&self, spec: &Spec) -> Result<Matcher, CompileError> {
+    /// Compiles `spec` (refused: over [`MAX_GRAMMAR_BYTES`], not JSON, or
+    /// the engine's reason).
+    pub fn compile(&self, spec: &Spec) -> Result<Compiled, CompileError> {
         if spec.text.len() > MAX_GRAMMAR_BYTES {
             return Err(CompileError(format!(
                 "{} is {} bytes, over the limit of {MAX_GRAMMAR_BYTES}",
@@ -220,19 +224,63 @@ impl Grammars {
             .map_err(Clone::clone)?
             .create_parser(grammar)
             .map_err(|e| CompileError(e.to_string()))?;
-        let m = Matcher::new(Ok(parser));
-        match m.get_error() {
+        let matcher = Matcher::new(Ok(parser));
+        match matcher.get_error() {
             Some(e) => Err(CompileError(e)),
-            None => Ok(m),
+            None => Ok(Compiled {
+                spec: spec.clone(),
+                matcher: Box::new(matcher),
+            }),
         }
     }
+}
 
-    /// Constrains completion `index` of request `request` with `matcher`
-    /// (from [`Grammars::compile`]).
-    pub fn attach(&mut self, request: u64, index: u32, matcher: Matcher) {
+/// A grammar compiled for one model, before any token: what
+/// [`Grammars::attach`] takes. Only [`Compiler::compile`] makes one, so
+/// whoever holds only [`Grammars`] (the server's engine thread) cannot
+/// compile.
+pub struct Compiled {
+    spec: Spec,
+    /// (Boxed: a matcher is over a kilobyte, and compiled grammars travel.)
+    matcher: Box<Matcher>,
+}
+
+impl Compiled {
+    /// The constraint it was compiled from.
+    pub fn spec(&self) -> &Spec {
+        &self.spec
+    }
+}
+
+/// The matchers of the completions a compiled grammar constrains (a
+/// [`Constraint`] for the library). It holds no compiler: grammars come in
+/// compiled ([`Compiled`]).
+#[derive(Default)]
+pub struct Grammars {
+    /// Each completion's grammar (compiled, not yet advanced).
+    initial: HashMap<(u64, u32), Matcher>,
+    /// Each completion's matcher and the tokens it consumed.
+    live: HashMap<(u64, u32), (Matcher, Vec<u32>)>,
+    /// The last engine error per completion (its mask was left empty).
+    errors: HashMap<(u64, u32), String>,
+    /// Wall time of the first `fill`s, in nanoseconds (reported, never read
+    /// by the masks).
+    fill_ns: Vec<u64>,
+}
+
+impl Grammars {
+    /// No completion constrained yet.
+    pub fn new() -> Grammars {
+        Grammars::default()
+    }
+
+    /// Constrains completion `index` of request `request` with `grammar`
+    /// (its own copy of the matcher).
+    pub fn attach(&mut self, request: u64, index: u32, grammar: &Compiled) {
         self.live
-            .insert((request, index), (matcher.deep_clone(), Vec::new()));
-        self.initial.insert((request, index), matcher);
+            .insert((request, index), (grammar.matcher.deep_clone(), Vec::new()));
+        self.initial
+            .insert((request, index), grammar.matcher.deep_clone());
     }
 
     /// Keeps the completions of the requests `keep` accepts.
@@ -313,4 +361,57 @@ fn token_word(tokenizer: &Tokenizer<'_>, id: u32) -> Vec<u8> {
         return w;
     }
     tokenizer.token_bytes(id).unwrap_or_default().to_vec()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What lets the server compile off the engine thread: the compiler is
+    /// shared across threads, and a compiled grammar moves to the engine's.
+    #[test]
+    fn compilers_are_shared_and_compiled_grammars_move_between_threads() {
+        fn shared<T: Clone + Send + Sync + 'static>() {}
+        fn moves<T: Send + 'static>() {}
+        shared::<Compiler>();
+        moves::<Compiled>();
+        moves::<Result<Compiled, CompileError>>();
+    }
+
+    /// A model without a compiler refuses every grammar with its reason,
+    /// from any thread.
+    #[test]
+    fn an_unavailable_compiler_refuses_with_its_reason_on_any_thread() {
+        let why = CompileError("no end-of-generation token".into());
+        let c = Compiler::unavailable(why.clone());
+        let spec = Spec {
+            kind: Kind::JsonSchema,
+            text: r#"{"type": "object"}"#.into(),
+        };
+        let elsewhere = {
+            let (c, spec) = (c.clone(), spec.clone());
+            std::thread::spawn(move || c.compile(&spec).err())
+        };
+        assert_eq!(c.compile(&spec).err(), Some(why.clone()));
+        assert_eq!(elsewhere.join().expect("thread"), Some(why));
+    }
+
+    /// The size limit and JSON come before the engine (the same refusal
+    /// whether or not the model has a compiler).
+    #[test]
+    fn oversized_and_non_json_schemas_are_refused_first() {
+        let c = Compiler::unavailable(CompileError("none".into()));
+        let big = Spec {
+            kind: Kind::Lark,
+            text: "x".repeat(MAX_GRAMMAR_BYTES + 1),
+        };
+        let why = c.compile(&big).err().expect("refused").0;
+        assert!(why.contains("over the limit"), "{why}");
+        let bad = Spec {
+            kind: Kind::JsonSchema,
+            text: "{".into(),
+        };
+        let why = c.compile(&bad).err().expect("refused").0;
+        assert!(why.starts_with("the schema is not JSON"), "{why}");
+    }
 }

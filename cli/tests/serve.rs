@@ -15,6 +15,10 @@
 //!   frees its pages; a slow client is cut off; a transcript fetched from
 //!   the server verifies with `detllm verify`, byte for byte the file
 //!   `detllm generate --transcript` writes;
+//! * requests' grammars compile beside the engine (#43): a flood of good
+//!   and bad schemas, grammars and tools, more than compile at once, gets
+//!   each bad one the 400 it gets alone and each good one its solo answer,
+//!   and the server keeps serving;
 //! * SIGTERM mid-stream: new connections are refused, the stream finishes
 //!   with its solo answer, the process exits 0;
 //! * the official `openai` Python client (when `DETLLM_OPENAI_PYTHON` names
@@ -604,6 +608,102 @@ fn constrained_answers_under_load_equal_solo_runs_and_parse() {
     );
     let msg = err["error"]["message"].as_str().unwrap_or_default();
     assert!(msg.contains("line 2, column 5"), "{msg}");
+}
+
+/// The grammar requests of [`a_flood_of_grammars_is_compiled_beside_the_engine`]:
+/// `(body, the field a 400 names)`, `None` for a grammar that compiles.
+fn grammar_flood() -> Vec<(Value, Option<&'static str>)> {
+    let ask = |content: &str| json!([{"role": "user", "content": content}]);
+    let schema = |schema: Value| json!({"type": "json_schema", "json_schema": {"schema": schema}});
+    let person = json!({"type": "object", "properties": {
+        "name": {"type": "string", "maxLength": 16}, "age": {"type": "integer"}},
+        "required": ["name", "age"], "additionalProperties": false});
+    let bad_tool = json!([{"type": "function", "function": {"name": "f",
+        "parameters": {"type": "object", "properties": {"a": {"type": "strin"}}}}}]);
+    // Over the 64 KiB limit on a grammar's text.
+    let huge = json!({"type": "object", "description": "x".repeat(70_000)});
+    let mut v = Vec::new();
+    for round in 0..2u64 {
+        let bad = [
+            ("response_format", schema(json!({"type": "strin"}))),
+            ("response_format", schema(huge.clone())),
+            ("grammar", json!("root ::= \"a\"\n  | [b")),
+            ("tools", bad_tool.clone()),
+        ];
+        for (field, value) in bad {
+            let mut b = json!({"messages": ask("hi"), "max_tokens": 8});
+            b[field] = value;
+            v.push((b, Some(field)));
+        }
+        for k in 0..2 {
+            let b = json!({"messages": ask("Give me a person as JSON."), "max_tokens": 40,
+                "seed": 10 * round + k, "temperature": 0.8, "response_format": schema(person.clone())});
+            v.push((b, None));
+        }
+    }
+    v
+}
+
+/// Grammars compile on the HTTP side, a few at a time (#43): a flood of
+/// schemas, grammars and tools, bad and good, more than compile at once,
+/// beside a plain request. Each bad one is the 400 it is when sent alone
+/// (its field, its message); each good one and the plain one is its solo
+/// answer; and the server keeps serving (no compile slot is lost, no KV
+/// page held).
+#[test]
+fn a_flood_of_grammars_is_compiled_beside_the_engine() {
+    if model().is_none() {
+        return;
+    }
+    let s = Server::start(&[]);
+    let path = "/v1/chat/completions";
+    let plain = json!({"messages": [{"role": "user", "content": "Name a city."}],
+        "max_tokens": 30, "seed": 5, "temperature": 0.8});
+    let mut work = grammar_flood();
+    work.push((plain.clone(), None));
+    // A lost compile slot would hang the requests after it: time out instead.
+    let agent = ureq::AgentBuilder::new()
+        .timeout(Duration::from_secs(120))
+        .build();
+    let post = |body: &Value| {
+        response(
+            agent
+                .post(&s.url(path))
+                .set("content-type", "application/json")
+                .send_string(&body.to_string()),
+        )
+    };
+    let answers: Vec<(u16, Value)> = std::thread::scope(|sc| {
+        let handles: Vec<_> = work.iter().map(|(b, _)| sc.spawn(|| post(b))).collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut parsed = 0;
+    for ((body, field), (code, got)) in work.iter().zip(answers) {
+        let (solo_code, solo) = post(body);
+        match field {
+            Some(field) => {
+                assert_eq!(code, 400, "{body}: {got}");
+                assert_eq!(got["error"]["param"], *field, "{got}");
+                assert_eq!(got, solo, "{body}: the flood's 400 is not the lone one");
+            }
+            None => {
+                assert_eq!((code, solo_code), (200, 200), "{body}: {got}");
+                assert_eq!(timeless(got.clone()), timeless(solo), "{body}");
+                let c = choice(&got);
+                if body.get("response_format").is_some() && c["finish_reason"] == "stop" {
+                    let text = c["message"]["content"].as_str().unwrap_or_default();
+                    let v: Value = serde_json::from_str(text)
+                        .unwrap_or_else(|e| panic!("{text:?} is not JSON: {e}"));
+                    // (An integer past i64 is still the schema's integer.)
+                    assert!(v["name"].is_string() && v["age"].is_number(), "{text}");
+                    parsed += 1;
+                }
+            }
+        }
+    }
+    assert!(parsed >= 1, "no constrained answer ended");
+    assert_eq!(s.get("/health", &[]).0, 200);
+    assert_eq!(s.metric("detllm_kv_pages_used"), 0.0);
 }
 
 #[test]

@@ -8,7 +8,7 @@
 use crate::args::{ModelArgs, SamplingArgs};
 use crate::batch::{PromptRun, run_prompts_batched};
 #[cfg(feature = "constrain")]
-use crate::constrain::{Grammars, Spec};
+use crate::constrain::{Compiler, Grammars, Spec};
 use crate::error::{CliError, CliResult};
 use crate::model_file::{ModelFile, existing_model};
 use crate::output::{hex, round1};
@@ -375,13 +375,12 @@ fn constrained(
     spec: &Spec,
     on_token: impl FnMut(&Session<'_>, usize, u32, &[detllm::F32]),
 ) -> CliResult<Vec<PromptRun>> {
-    let mut grammars = Grammars::new(&session.tokenizer, session.vocab_size())
+    let grammar = Compiler::new(&session.tokenizer, session.vocab_size())
+        .and_then(|c| c.compile(spec))
         .map_err(|e| CliError::Constraint(e.0))?;
-    let matcher = grammars
-        .compile(spec)
-        .map_err(|e| CliError::Constraint(e.0))?;
+    let mut grammars = Grammars::new();
     for i in 0..prompts.len() {
-        grammars.attach(i as u64, 0, matcher.deep_clone());
+        grammars.attach(i as u64, 0, &grammar);
     }
     let runs = crate::batch::run_prompts_constrained(
         session,

@@ -194,7 +194,7 @@ fn compare(expected: &Transcript, run: &PromptRun, logits_per_step: &[Vec<F32>])
 mod constraint {
     use super::*;
     use crate::batch::run_prompts_constrained;
-    use crate::constrain::{Grammars, Kind, Spec};
+    use crate::constrain::{Compiler, Grammars, Kind, Spec};
     use detllm::constraint::{Completion, Constraint, TokenMask};
     use detllm::sched::RequestId;
 
@@ -229,14 +229,15 @@ mod constraint {
         spec: &Spec,
         on_token: impl FnMut(&Session<'_>, usize, u32, &[F32]),
     ) -> CliResult<Option<Vec<PromptRun>>> {
-        let new = || -> CliResult<Grammars> {
-            let mut g = Grammars::new(&session.tokenizer, session.vocab_size())
-                .map_err(|e| CliError::Constraint(e.0))?;
-            let m = g.compile(spec).map_err(|e| CliError::Constraint(e.0))?;
-            g.attach(0, 0, m);
-            Ok(g)
+        let grammar = Compiler::new(&session.tokenizer, session.vocab_size())
+            .and_then(|c| c.compile(spec))
+            .map_err(|e| CliError::Constraint(e.0))?;
+        let new = || {
+            let mut g = Grammars::new();
+            g.attach(0, 0, &grammar);
+            g
         };
-        let mut g = new()?;
+        let mut g = new();
         let ids: Vec<u32> = expected.steps.iter().map(|s| s.0).collect();
         let vocab = session.vocab_size();
         let mut words = vec![0u32; TokenMask::words_for(vocab)];
@@ -258,7 +259,7 @@ mod constraint {
                 return Ok(None);
             }
         }
-        let mut g = new()?;
+        let mut g = new();
         let runs = run_prompts_constrained(
             session,
             std::slice::from_ref(&expected.prompt_ids),

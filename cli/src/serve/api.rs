@@ -236,7 +236,8 @@ pub struct GenRequest {
     pub include_usage: bool,
     /// Generate through end-of-generation tokens (benchmarks).
     pub ignore_eos: bool,
-    /// A JSON schema the answer must follow, and the field that gave it.
+    /// A JSON schema the answer must follow, and the field that gave it
+    /// (compiled by the HTTP side before it is submitted, `super::compile`).
     pub constraint: Option<(&'static str, crate::constrain::Spec)>,
     /// Ids the client already holds (`resume_token_ids`): checked against
     /// the run, not sent again.

@@ -1,7 +1,8 @@
 //! The HTTP routes: OpenAI's shapes in, the worker's events out.
 //!
 //! Each handler takes typed input (`extract::ApiJson`, `extract::PathId`),
-//! validates it ([`super::api`]), sends a command to the worker thread and
+//! validates it ([`super::api`]), compiles its grammar if it has one
+//! ([`super::compile`]), sends a command to the worker thread and
 //! turns its events into a typed body ([`super::api::Completion`], …) or
 //! server-sent events. Nothing here decides a token. Every failure is an
 //! [`ApiError`] — the one rejection type of extractors and handlers alike;
@@ -50,6 +51,8 @@ pub struct AppState {
     pub model_name: String,
     /// `system_fingerprint`: the arithmetic profile and the model's SHA-256.
     pub fingerprint: String,
+    /// Requests' grammars, compiled here before they are submitted.
+    pub compiles: super::compile::Compiles,
     /// Bearer token every route but `/health` requires, if set.
     pub api_key: Option<String>,
     /// The model is loaded and the server is not shutting down.
@@ -302,12 +305,15 @@ impl Submitted {
     }
 }
 
+/// Compiles `g`'s grammar (off the engine thread), then hands both to the worker.
 async fn submit(st: &AppState, g: GenRequest) -> Result<Submitted, ApiError> {
+    let grammar = st.compiles.compile(g.constraint.as_ref()).await?;
     let (etx, erx) = mpsc::unbounded_channel();
     let n = g.n;
     let resumed = g.resume.clone();
     let accepted = ask(st, |reply| Command::Submit {
         req: Box::new(g),
+        grammar,
         events: etx,
         reply,
     })
@@ -895,6 +901,11 @@ mod tests {
     /// The router of `detllm serve --model SYNTH FLAGS…` (`--ctx 64` unless
     /// given) with its own worker thread.
     fn app(flags: &[&str]) -> Router {
+        router(state(flags))
+    }
+
+    /// The state of [`app`]'s router.
+    fn state(flags: &[&str]) -> Shared {
         let model = synth_model().to_str().expect("UTF-8 temp path");
         let mut argv = vec!["serve", "--model", model];
         if !flags.contains(&"--ctx") {
@@ -909,7 +920,7 @@ mod tests {
         let (commands, received) = std::sync::mpsc::channel();
         let cfg = worker_config(&args).expect("worker config");
         let loaded = worker::start(cfg, received, metrics.clone()).expect("worker");
-        router(Arc::new(app_state(&args, commands, metrics, &loaded)))
+        Arc::new(app_state(&args, commands, metrics, &loaded))
     }
 
     /// One request through the router: status, headers, body text.
@@ -1337,5 +1348,48 @@ mod tests {
         let t = crate::transcript::parse(&text).expect("a transcript");
         assert_eq!(t.prompt_ids, [0, 0]);
         assert_eq!(t.final_digest, id);
+    }
+
+    /// The worker never waits for a grammar: with every compile permit
+    /// held (compiles that never end), a constrained request stays
+    /// unanswered while a plain one is served; freed, it is answered.
+    /// (Compiled on the worker, the constrained request would be answered
+    /// at once, permits or not.)
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_grammar_being_compiled_holds_no_request_back() {
+        let st = state(&[]);
+        let app = router(st.clone());
+        let permits = st.compiles.permits().clone();
+        let all = super::super::compile::MAX_CONCURRENT_COMPILES as u32;
+        let held = permits.acquire_many_owned(all).await.expect("permits");
+        let schema = json!({"type": "object", "properties": {"a": {"type": "integer"}}});
+        let constrained = json!({"prompt": [0], "max_tokens": 2,
+            "response_format": {"type": "json_schema", "json_schema": {"schema": schema}}});
+        let waiting = tokio::spawn({
+            let app = app.clone();
+            async move { post(&app, TEXT, &constrained.to_string()).await }
+        });
+        let plain = json!({"prompt": [0], "max_tokens": 2}).to_string();
+        let served = tokio::time::timeout(Duration::from_secs(60), post(&app, TEXT, &plain));
+        let (status, v) = served
+            .await
+            .expect("the plain request waited for a compile");
+        assert_eq!(status, StatusCode::OK, "{v}");
+        let mut waiting = waiting;
+        let early = tokio::time::timeout(Duration::from_millis(500), &mut waiting).await;
+        assert!(
+            early.is_err(),
+            "the constrained request was answered without its compile: {early:?}"
+        );
+        drop(held);
+        let (status, v) = waiting.await.expect("the constrained request");
+        // The synthetic model has no end-of-generation token: its compiler
+        // refuses every grammar, a 400 naming the field and the reason.
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{v}");
+        assert_error(&v, INVALID, Some("response_format"), None, "schema");
+        let why = v["error"]["message"].as_str().unwrap_or_default();
+        assert!(why.contains("no end-of-generation token"), "{why}");
+        let (status, v) = post(&app, TEXT, &plain).await;
+        assert_eq!(status, StatusCode::OK, "{v}");
     }
 }

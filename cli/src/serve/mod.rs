@@ -3,7 +3,8 @@
 //!
 //! Layout: [`api`] (typed request and response shapes, validation),
 //! [`extract`] (typed bodies and paths), [`http`] (routes, streaming, API
-//! key), [`worker`] (the thread that owns the model, the engine and the
+//! key), [`compile`] (requests' grammars, compiled off the engine thread),
+//! [`worker`] (the thread that owns the model, the engine and the
 //! scheduler and runs steps), [`protocol`] (what the two say to each
 //! other), [`text`] (stop strings and UTF-8 across tokens), [`metrics`]
 //! (Prometheus text), [`error`] (OpenAI-style JSON errors, the one
@@ -27,6 +28,7 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod compile;
 pub mod conns;
 pub mod error;
 pub mod extract;
@@ -196,6 +198,7 @@ pub fn app_state(
         metrics,
         model_name: loaded.model_name.clone(),
         fingerprint: loaded.fingerprint.clone(),
+        compiles: compile::Compiles::new(loaded.compiler.clone()),
         api_key: args.api_key.clone(),
         ready: AtomicBool::new(true),
         body_limit: args.max_body,

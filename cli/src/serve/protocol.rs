@@ -3,12 +3,14 @@
 //! The HTTP handlers never touch the model: they send a [`Command`] and
 //! read [`Event`]s. Everything that decides what is computed stays on the
 //! worker thread (the library's scheduler), so the HTTP layer cannot change
-//! an output.
+//! an output. Nor does the worker do the HTTP side's slow, output-neutral
+//! work: a request's grammar comes to it compiled ([`Compiled`]).
 
 #![forbid(unsafe_code)]
 
 use super::api::GenRequest;
 use super::error::ApiError;
+use crate::constrain::Compiled;
 use tokio::sync::{mpsc, oneshot};
 
 /// A request accepted by the engine.
@@ -96,6 +98,9 @@ pub enum Command {
     Submit {
         /// The request (boxed: it is most of the enum's size).
         req: Box<GenRequest>,
+        /// Its constraint, compiled by the HTTP side (`super::compile`):
+        /// the worker only attaches it, and records its spec.
+        grammar: Option<Compiled>,
         /// Where its events go (dropping the receiver cancels it).
         events: mpsc::UnboundedSender<Event>,
         /// Accepted or rejected.

@@ -4,10 +4,13 @@
 //! is one of the things it owns.)
 //!
 //! Everything that decides a token happens here, in the order the
-//! scheduler fixes; the HTTP side only formats. Stop strings are found here
-//! too ([`ChoiceText`]), and a completion that hits one is finished before
-//! the next step, so its digest covers exactly the rows its tokens were
-//! sampled from — the same as a solo run with the same stop strings.
+//! scheduler fixes; the HTTP side only formats, and compiles a request's
+//! grammar before submitting it (`super::compile`): the worker is handed
+//! it compiled ([`Compiled`]) and holds no compiler, so no compile delays
+//! a step. Stop strings are found here too ([`ChoiceText`]), and a
+//! completion that hits one is finished before the next step, so its
+//! digest covers exactly the rows its tokens were sampled from — the same
+//! as a solo run with the same stop strings.
 
 #![forbid(unsafe_code)]
 
@@ -18,6 +21,7 @@ use super::protocol::{Accepted, Alternative, Command, Event, Finish};
 use super::text::ChoiceText;
 use crate::audit::store::{Record, now_secs};
 use crate::audit::writer::{Pending, Writer};
+use crate::constrain::{Compiled, Compiler, Grammars};
 use crate::error::{CliError, CliResult};
 use crate::model_file::{ModelFile, existing_model};
 use crate::output::hex;
@@ -77,6 +81,9 @@ pub struct Loaded {
     pub fingerprint: String,
     /// KV pages in the pool.
     pub kv_pages: usize,
+    /// The model's grammar compiler, for the HTTP side (`super::compile`);
+    /// the worker keeps none.
+    pub compiler: Compiler,
 }
 
 /// Loads the model on a new thread and serves `commands` there; returns
@@ -95,10 +102,10 @@ pub fn start(
     std::thread::Builder::new()
         .name("detllm-worker".into())
         .spawn(move || match Runner::load(&cfg, metrics) {
-            Ok(mut runner) => {
+            Ok((mut runner, loaded)) => {
                 runner.front.writer = writer;
                 runner.front.signer = cfg.signer.clone();
-                let _ = ready_tx.send(Ok(runner.loaded.clone()));
+                let _ = ready_tx.send(Ok(loaded));
                 runner.serve(&commands);
             }
             Err(e) => {
@@ -149,11 +156,11 @@ struct Live {
 
 struct Runner {
     sched: Scheduler<'static>,
-    /// The constrained completions' matchers (the scheduler's constraint).
-    grammars: crate::constrain::Grammars,
+    /// The constrained completions' matchers (the scheduler's constraint;
+    /// they come compiled, `super::compile`: no compiler lives here).
+    grammars: Grammars,
     work: Workspace<'static>,
     pool: Pool,
-    loaded: Loaded,
     cfg: WorkerConfig,
     front: Front,
 }
@@ -205,7 +212,9 @@ fn sched_config(cfg: &WorkerConfig) -> SchedConfig {
 }
 
 impl Runner {
-    fn load(cfg: &WorkerConfig, metrics: Arc<Metrics>) -> CliResult<Runner> {
+    /// Loads the model: the runner, and what the HTTP side gets (the
+    /// grammar compiler among it, which the runner does not keep).
+    fn load(cfg: &WorkerConfig, metrics: Arc<Metrics>) -> CliResult<(Runner, Loaded)> {
         let path = existing_model(cfg.model.model.as_deref())?;
         let model: &'static ModelFile = Box::leak(Box::new(ModelFile::open_for_run(&path)?));
         let sha256 = model.sha256();
@@ -231,8 +240,7 @@ impl Runner {
         // A model the compiler cannot serve (no end-of-generation token)
         // still answers plain requests; constrained ones get the reason.
         let vocab_size = sched.engine().config().vocab_size;
-        let grammars = crate::constrain::Grammars::new(&tokenizer, vocab_size)
-            .unwrap_or_else(crate::constrain::Grammars::unavailable);
+        let compiler = Compiler::new(&tokenizer, vocab_size).unwrap_or_else(Compiler::unavailable);
         let model_name = path
             .file_name()
             .map(|f| f.to_string_lossy().trim_end_matches(".gguf").to_string())
@@ -241,13 +249,13 @@ impl Runner {
             model_name,
             fingerprint: format!("{}+sha256:{sha256}", detllm::PROFILE),
             kv_pages: lim.n_pages,
+            compiler,
         };
-        Ok(Runner {
+        let runner = Runner {
             sched,
-            grammars,
+            grammars: Grammars::new(),
             work,
             pool: Pool::new(cfg.model.threads)?,
-            loaded,
             cfg: cfg.clone(),
             front: Front {
                 tokenizer,
@@ -259,7 +267,8 @@ impl Runner {
                 pending: Vec::new(),
                 signer: None,
             },
-        })
+        };
+        Ok((runner, loaded))
     }
 
     /// Commands and steps until every sender is gone.
@@ -288,8 +297,13 @@ impl Runner {
 
     fn command(&mut self, cmd: Command) {
         match cmd {
-            Command::Submit { req, events, reply } => {
-                let _ = reply.send(self.submit(*req, events));
+            Command::Submit {
+                req,
+                grammar,
+                events,
+                reply,
+            } => {
+                let _ = reply.send(self.submit(*req, grammar, events));
             }
             Command::Cancel { id } => self.cancel(id),
             Command::Tokenize {
@@ -382,9 +396,12 @@ impl Runner {
         }
     }
 
+    /// Admits `req`, constrained by `grammar` (compiled by the HTTP side;
+    /// `req.constraint` is not read here).
     fn submit(
         &mut self,
         req: GenRequest,
+        grammar: Option<Compiled>,
         events: UnboundedSender<Event>,
     ) -> Result<Accepted, ApiError> {
         let (prompt_text, prompt_ids) = self.prompt(&req.prompt, req.tools.as_ref())?;
@@ -441,26 +458,19 @@ impl Runner {
             n: req.n,
             logprobs: req.logprobs,
         };
-        let matcher = match &req.constraint {
-            None => None,
-            Some((field, spec)) => Some(self.grammars.compile(spec).map_err(|e| {
-                let why = super::tools::compile_error(field, spec, &e.to_string());
-                ApiError::invalid(field, why)
-            })?),
-        };
         // Ids the client holds are fed with the prompt and checked row by row.
         let submitted = self
             .sched
-            .submit_resumed(&request, &req.resume, matcher.is_some());
+            .submit_resumed(&request, &req.resume, grammar.is_some());
         let id = submitted.map_err(|e| match e {
             detllm::Error::QueueFull { .. } => {
                 ApiError::busy("the request queue is full; retry shortly")
             }
             other => ApiError::invalid("prompt", other.to_string()),
         })?;
-        if let Some(m) = matcher {
+        if let Some(g) = &grammar {
             for index in 0..req.n as u32 {
-                self.grammars.attach(id.0, index, m.deep_clone());
+                self.grammars.attach(id.0, index, g);
             }
         }
         self.front
@@ -485,7 +495,7 @@ impl Runner {
                 prompt_text,
                 params: req.params,
                 max_tokens,
-                constraint: req.constraint.as_ref().map(|(_, spec)| spec.clone()),
+                constraint: grammar.as_ref().map(|g| g.spec().clone()),
                 choices,
                 open: req.n,
                 gone: false,
