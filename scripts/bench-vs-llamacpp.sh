@@ -104,7 +104,7 @@ for path in glob.glob(os.path.join(sys.argv[5], "ik-*.json")):
         key = "prefill_tok_s" if int(row["n_gen"]) == 0 else "decode_tok_s"
         ik.append({"threads": int(row["n_threads"]), key: float(row["avg_ts"])})
 def best(rows, key, **where):
-    v = [r[key] for r in rows if all(r.get(k) == x for k, x in where.items())]
+    v = [r[key] for r in rows if key in r and all(r.get(k) == x for k, x in where.items())]
     return max(v) if v else float("nan")
 print(f"# {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {sys.argv[4]}, {sys.argv[3]} cores; best of {len(llama)//2} rounds")
 print(f"{'':24}{'llama.cpp t1':>14}{'llama.cpp t2':>14}{'detllm t1':>12}{'detllm t2':>12}"
