@@ -1,14 +1,16 @@
 """Load driver for OpenAI-compatible servers (used by scripts/bench-serve.sh).
 
     python3 scripts/serve_load.py BASE_URL [--clients 16] [--tokens 128] [--model NAME]
+                                           [--schema FILE]
 
 Runs CLIENTS concurrent streaming chat requests (a fixed prompt set, sampled
 with a per-request seed, `max_tokens` TOKENS, `ignore_eos` where the server
 knows it), then sends each request again alone, and prints one JSON object:
 aggregate output tokens/s under load, p50/p99 time to first token, p50
 inter-token latency, and how many responses differ from their solo run
-(text, and log-probabilities where the server returns them). Standard
-library only.
+(text, and log-probabilities where the server returns them). With --schema,
+every request carries the JSON schema of FILE as `response_format`
+(json_schema): structured output under load. Standard library only.
 """
 import argparse
 import http.client
@@ -30,8 +32,8 @@ PROMPTS = [
 ]
 
 
-def request_body(i, tokens, model, stream):
-    return {
+def request_body(i, tokens, model, stream, schema=None):
+    body = {
         "model": model,
         "messages": [{"role": "user", "content": PROMPTS[i % len(PROMPTS)]}],
         "max_tokens": tokens,
@@ -43,6 +45,13 @@ def request_body(i, tokens, model, stream):
         "stream": stream,
         "ignore_eos": True,
     }
+    if schema is not None:
+        # The schema decides where the answer may end (a schema that cannot
+        # end within `tokens` keeps every answer at full length).
+        body["response_format"] = {"type": "json_schema",
+                                   "json_schema": {"name": "answer", "schema": schema}}
+        body["ignore_eos"] = False
+    return body
 
 
 def post_stream(base, body):
@@ -78,8 +87,10 @@ def main():
     ap.add_argument("--clients", type=int, default=16)
     ap.add_argument("--tokens", type=int, default=128)
     ap.add_argument("--model", default="")
+    ap.add_argument("--schema", help="a JSON schema file sent as response_format")
     a = ap.parse_args()
-    bodies = [request_body(i, a.tokens, a.model, True) for i in range(a.clients)]
+    schema = json.load(open(a.schema)) if a.schema else None
+    bodies = [request_body(i, a.tokens, a.model, True, schema) for i in range(a.clients)]
     results = [None] * a.clients
 
     def run(i):
