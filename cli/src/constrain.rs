@@ -196,6 +196,7 @@ impl Compiler {
     /// no end-of-generation token to end a grammar): [`Compiler::compile`]
     /// refuses every grammar with `why`, so a server on such a model still
     /// serves plain requests.
+    #[cfg_attr(not(feature = "serve"), allow(dead_code))] // used by the server only
     pub fn unavailable(why: CompileError) -> Compiler {
         Compiler { factory: Err(why) }
     }
@@ -240,6 +241,7 @@ impl Compiler {
 /// whoever holds only [`Grammars`] (the server's engine thread) cannot
 /// compile.
 pub struct Compiled {
+    #[cfg_attr(not(feature = "serve"), allow(dead_code))] // used by the server only
     spec: Spec,
     /// (Boxed: a matcher is over a kilobyte, and compiled grammars travel.)
     matcher: Box<Matcher>,
@@ -247,6 +249,7 @@ pub struct Compiled {
 
 impl Compiled {
     /// The constraint it was compiled from.
+    #[cfg_attr(not(feature = "serve"), allow(dead_code))] // used by the server only
     pub fn spec(&self) -> &Spec {
         &self.spec
     }
@@ -284,6 +287,7 @@ impl Grammars {
     }
 
     /// Keeps the completions of the requests `keep` accepts.
+    #[cfg_attr(not(feature = "serve"), allow(dead_code))] // used by the server only
     pub fn retain(&mut self, keep: impl Fn(u64) -> bool) {
         self.initial.retain(|k, _| keep(k.0));
         self.live.retain(|k, _| keep(k.0));
