@@ -42,33 +42,8 @@ def calls_of(message):
 
 if sys.argv[2:] == ["short"]:  # the greedy required and named cases only
     REQUESTS = [REQUESTS[0], REQUESTS[2]]
-out = []
-for extra in REQUESTS:
-    req = dict(messages=ASK, tools=[WEATHER, TIME], max_tokens=60, **extra)
-    whole = client.chat.completions.create(model=MODEL, **req)
-    calls = {}
-    finish = None
-    content = None
-    for chunk in client.chat.completions.create(model=MODEL, stream=True, **req):
-        for ch in chunk.choices:
-            finish = ch.finish_reason or finish
-            if ch.delta.content:
-                content = (content or "") + ch.delta.content
-            for d in ch.delta.tool_calls or []:
-                c = calls.setdefault(d.index, {"id": None, "type": None, "name": None,
-                                               "arguments": ""})
-                c["id"] = d.id or c["id"]
-                c["type"] = d.type or c["type"]
-                if d.function:
-                    c["name"] = d.function.name or c["name"]
-                    c["arguments"] += d.function.arguments or ""
-    m = whole.choices[0].message
-    out.append({"request": extra, "whole": {"content": m.content, "calls": calls_of(m),
-                                            "finish": whole.choices[0].finish_reason},
-                "stream": {"content": content, "calls": [calls[i] for i in sorted(calls)],
-                           "finish": finish}})
 
-# A round trip, whole and streamed: the calls, a result per call, the answer.
+
 def streamed(**req):
     """The message the client assembles from a stream: content, calls, finish."""
     calls, content, finish = {}, None, None
@@ -78,15 +53,29 @@ def streamed(**req):
             if ch.delta.content:
                 content = (content or "") + ch.delta.content
             for d in ch.delta.tool_calls or []:
-                c = calls.setdefault(d.index, {"id": None, "type": "function",
+                c = calls.setdefault(d.index, {"id": None, "type": None,
                                                "function": {"name": None, "arguments": ""}})
                 c["id"] = d.id or c["id"]
+                c["type"] = d.type or c["type"]
                 if d.function:
                     c["function"]["name"] = d.function.name or c["function"]["name"]
                     c["function"]["arguments"] += d.function.arguments or ""
     return content, [calls[i] for i in sorted(calls)], finish
 
 
+out = []
+for extra in REQUESTS:
+    req = dict(messages=ASK, tools=[WEATHER, TIME], max_tokens=60, **extra)
+    whole = client.chat.completions.create(model=MODEL, **req)
+    content, calls, finish = streamed(**req)
+    m = whole.choices[0].message
+    out.append({"request": extra, "whole": {"content": m.content, "calls": calls_of(m),
+                                            "finish": whole.choices[0].finish_reason},
+                "stream": {"content": content, "finish": finish, "calls": [
+                    {"id": c["id"], "type": c["type"], **c["function"]} for c in calls]}})
+
+
+# A round trip, whole and streamed: the calls, a result per call, the answer.
 def round_trip(stream):
     ask = dict(tools=[WEATHER, TIME], tool_choice="required", parallel_tool_calls=False,
                max_tokens=60, temperature=0, seed=4)
