@@ -163,7 +163,7 @@ fn weights(rng: &mut Rng, ty: GgmlType, scales: &[usize], n_in: usize, n_out: us
 /// rows: whole tiles through the tile kernel, with one (or up to
 /// `DECODE_ROWS` without the VNNI tile): every row through the decode
 /// kernel; Q5_K, which has no tile kernel, every row through its decode
-/// kernel with any number; Q4_1, Q5_0 and Q8_0 on the VNNI
+/// kernel with any number; Q4_0, Q4_1, Q5_0 and Q8_0 on the VNNI
 /// build with at least `WIDE_MIN_ROWS`, Q5_0 on the AVX2 build with at
 /// least `AVX2_WIDE_MIN_ROWS`: whole wide groups through the wide kernel).
 fn check_ran(ty: GgmlType, path: KernelPath, rows: usize, m: usize, ran: RowsRun) {
@@ -176,16 +176,18 @@ fn check_ran(ty: GgmlType, path: KernelPath, rows: usize, m: usize, ran: RowsRun
     let simd_q5_k = ty == GgmlType::Q5_K && path != KernelPath::Portable && cpu >= Level::Avx2;
     let decode = (simd_kquant && (m == 1 || (m <= DECODE_ROWS && !vnni))) || simd_q5_k;
     let tiled = simd_kquant && m > 1 && !decode;
-    // Q4_1 / Q5_0 / Q8_0 on `Auto` with VNNI and enough input rows: whole wide
+    // Q4_0 / Q4_1 / Q5_0 / Q8_0 on `Auto` with VNNI and enough input rows: whole wide
     // groups (four row groups) through the wide kernel.
     let avx2 = match path {
         KernelPath::Auto => cpu >= Level::Avx2 && cpu != Level::Avx512Vnni,
         KernelPath::Avx2 => cpu >= Level::Avx2,
         _ => false,
     };
-    let wide = matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q8_0)
-        && ((vnni && m >= WIDE_MIN_ROWS)
-            || (ty == GgmlType::Q5_0 && avx2 && m >= AVX2_WIDE_MIN_ROWS));
+    let wide = matches!(
+        ty,
+        GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q8_0
+    ) && ((vnni && m >= WIDE_MIN_ROWS)
+        || (ty == GgmlType::Q5_0 && avx2 && m >= AVX2_WIDE_MIN_ROWS));
     let wide_rows = WIDE_GROUPS * ROW_GROUP;
     let want_tiled = if tiled {
         rows / TILE * TILE

@@ -8,8 +8,7 @@
 //!
 //! | weights | `Reference` | `Portable` | `Auto` | `Avx2` |
 //! |---|---|---|---|---|
-//! | Q4_1, Q5_0, Q8_0 | `dot_row` per cell | blocked, portable split kernels | blocked, the widest fused build the CPU runs (AVX-512 VNNI, else AVX2), else portable | blocked, the AVX2 fused build, else portable |
-//! | Q4_0 | `dot_row` per cell | blocked, portable split kernel | blocked, the AVX2 fused build (on VNNI CPUs too), else portable | blocked, the AVX2 fused build, else portable |
+//! | Q4_0, Q4_1, Q5_0, Q8_0 | `dot_row` per cell | blocked, portable split kernels | blocked, the widest fused build the CPU runs (AVX-512 VNNI, else AVX2), else portable | blocked, the AVX2 fused build, else portable |
 //! | Q4_K, Q5_K, Q6_K | `dot_row` per cell | every row: the K-quant row kernel's portable body | its widest build (AVX-512, else AVX2), else portable | its AVX2 build, else portable |
 //! | Q5_1, F16, F32, BF16 | `dot_row` | `dot_row` | `dot_row` | `dot_row` |
 //!
@@ -22,8 +21,8 @@
 //! input row (or any number on a build without the VNNI tile) every
 //! weight row through the x86 decode kernel (counted in
 //! `RowsRun::tiled_rows` too); Q5_K, which has no tile kernel, every
-//! weight row through its decode kernel with any number. Q4_1, Q5_0 and
-//! Q8_0 on `Auto` with AVX-512 VNNI and at least `WIDE_MIN_ROWS` input rows,
+//! weight row through its decode kernel with any number. Q4_0, Q4_1, Q5_0
+//! and Q8_0 on `Auto` with AVX-512 VNNI and at least `WIDE_MIN_ROWS` input rows,
 //! or (Q5_0) on the AVX2 build with at least `AVX2_WIDE_MIN_ROWS`, run whole
 //! wide groups (`WIDE_GROUPS` row groups) through the wide kernel (asserted
 //! as `RowsRun::tiled_rows`). For the formats without a
@@ -156,8 +155,7 @@ fn expected_run(ty: GgmlType, path: KernelPath, n_rows: usize, m: usize) -> Rows
     let build = match (path, level()) {
         _ if blocked_rows == 0 => Level::Portable,
         (KernelPath::Auto, l) if kquant && l >= Level::Avx512 => Level::Avx512,
-        // Q4_0 has no VNNI build: its AVX2 one runs there.
-        (KernelPath::Auto, Level::Avx512Vnni) if ty != GgmlType::Q4_0 => Level::Avx512Vnni,
+        (KernelPath::Auto, Level::Avx512Vnni) => Level::Avx512Vnni,
         (KernelPath::Auto | KernelPath::Avx2, l) if l >= Level::Avx2 => Level::Avx2,
         _ => Level::Portable,
     };
@@ -170,13 +168,15 @@ fn expected_run(ty: GgmlType, path: KernelPath, n_rows: usize, m: usize) -> Rows
         && m > 1
         && level() == Level::Avx512Vnni
         && path == KernelPath::Auto;
-    // Q4_1, Q5_0 and Q8_0 on `Auto` with AVX-512 VNNI and at least
+    // Q4_0, Q4_1, Q5_0 and Q8_0 on `Auto` with AVX-512 VNNI and at least
     // `WIDE_MIN_ROWS` input rows, or Q5_0 on the AVX2 build with at least
     // `AVX2_WIDE_MIN_ROWS`: whole wide groups (four row groups) through
     // the wide kernel.
-    let wide = matches!(ty, GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q8_0)
-        && ((build == Level::Avx512Vnni && m >= WIDE_MIN_ROWS)
-            || (ty == GgmlType::Q5_0 && build == Level::Avx2 && m >= AVX2_WIDE_MIN_ROWS));
+    let wide = matches!(
+        ty,
+        GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q8_0
+    ) && ((build == Level::Avx512Vnni && m >= WIDE_MIN_ROWS)
+        || (ty == GgmlType::Q5_0 && build == Level::Avx2 && m >= AVX2_WIDE_MIN_ROWS));
     // Q4_K and Q6_K on a SIMD build with one input row, or any number
     // without the VNNI tile, and Q5_K (no VNNI tile) with any number:
     // every row through the decode kernel.

@@ -1,5 +1,6 @@
-//! The fused Q4_1 / Q5_0 / Q8_0 chunk kernels of the blocked matmul,
-//! hand-written in AVX2 and AVX-512 VNNI intrinsics (Q4_0: AVX2 only) (x86-64, feature `std`),
+//! The fused Q4_0 / Q4_1 / Q5_0 / Q8_0 chunk kernels of the blocked
+//! matmul, hand-written in AVX2 and AVX-512 VNNI intrinsics (x86-64,
+//! feature `std`),
 //! as ggml keeps `arch/x86/quants.c` beside its portable `quants.c`, and
 //! each instruction set's build of the blocked drivers with them inlined
 //! ([`avx2_rows`], [`vnni_rows`]: handed out where the CPU runs them;
@@ -91,7 +92,7 @@ pub(super) trait Format {
     /// Q5_0 (signed 5-bit values from nibbles and a `qh` word) rather than
     /// Q8_0 (signed bytes as stored).
     const IS_Q5_0: bool;
-    /// Q4_0 (signed 4-bit values `q - 8` from nibbles; AVX2 only).
+    /// Q4_0 (signed 4-bit values `q - 8` from nibbles).
     const IS_Q4_0: bool = false;
     /// Bytes per block.
     const BLOCK_BYTES: usize;
@@ -162,7 +163,7 @@ pub(in crate::quant::fast) fn avx2_rows(ty: GgmlType) -> Option<BlockedRowsFn> {
 }
 
 /// [`avx2_rows`] for the AVX-512 VNNI build (`vpdpbusd`), if this CPU runs
-/// [`Level::Avx512Vnni`] (Q4_1, Q5_0, Q8_0; Q4_0 has the AVX2 build only).
+/// [`Level::Avx512Vnni`] (Q4_0, Q4_1, Q5_0, Q8_0).
 pub(in crate::quant::fast) fn vnni_rows(ty: GgmlType) -> Option<BlockedRowsFn> {
     if crate::simd::level() < Level::Avx512Vnni {
         return None;
@@ -171,6 +172,7 @@ pub(in crate::quant::fast) fn vnni_rows(ty: GgmlType) -> Option<BlockedRowsFn> {
         GgmlType::Q4_1 => Some(vnni_entry::<Q4_1Blocks>),
         GgmlType::Q8_0 => Some(vnni_entry::<Q8_0Blocks>),
         GgmlType::Q5_0 => Some(vnni_entry::<Q5_0Blocks>),
+        GgmlType::Q4_0 => Some(vnni_entry::<Q4_0Blocks>),
         _ => None,
     }
 }
@@ -740,7 +742,8 @@ fn halves_of(i: i32) -> __m512i {
 /// Per pair of blocks `(b, b + 1)` the four weight rows' bytes of both
 /// blocks are decoded once into one 64-byte vector per row (Q8_0: `|x|`
 /// and a mask of the negative bytes, whose activations are negated by a
-/// masked `vpsubb` — as `vpsignb` did; Q5_0: the nibbles plus 16 where the
+/// masked `vpsubb` — as `vpsignb` did; Q4_0: `|nibble - 8|` and the
+/// mask of the nibbles below 8, likewise; Q5_0: the nibbles plus 16 where the
 /// `qh` bit is set (then `q - 16 ≥ 0`), else `16 - nibble` with the
 /// activation negated; Q4_1: the nibbles), and their scales into 64-bit
 /// lanes `[b: rows 0–3 | b + 1: rows 0–3]`. Per input row, one load of its
@@ -900,7 +903,7 @@ unsafe fn pair_weights<F: Format>(
     let ld16 = |r: usize, k: usize, o: usize| {
         if k == 0 || two {
             // SAFETY: at(r, k, o) + 16 ≤ at(r, k, bs) ≤ 4·rb ≤ group.len()
-            // (o + 16 ≤ bs for Q4_1 and Q5_0; block blk + k < b0 + nb).
+            // (o + 16 ≤ bs for Q4_0, Q4_1 and Q5_0; block blk + k < b0 + nb).
             unsafe { _mm_loadu_si128(base_ptr.add(at(r, k, o)).cast()) }
         } else {
             _mm_setzero_si128()
@@ -917,6 +920,14 @@ unsafe fn pair_weights<F: Format>(
     // negated.
     if F::IS_Q4_1 {
         (core::array::from_fn(|r| nibbles(r, 4)), [0; 4])
+    } else if F::IS_Q4_0 {
+        // The values `nibble - 8` as magnitudes and signs, as Q8_0's.
+        let c8 = _mm512_set1_epi8(8);
+        let x: [__m512i; 4] = core::array::from_fn(|r| _mm512_sub_epi8(nibbles(r, 2), c8));
+        (
+            core::array::from_fn(|r| _mm512_abs_epi8(x[r])),
+            core::array::from_fn(|r| _mm512_movepi8_mask(x[r])),
+        )
     } else if F::IS_Q5_0 {
         let qh = |r: usize, k: usize| {
             if k == 0 || two {
@@ -1114,7 +1125,8 @@ unsafe fn transpose16x4(
 /// Block `blk`'s 32 weights of the sixteen rows as unsigned bytes
 /// transposed for `vpdpbusd`: vector `s`, dword lane `r` = weights
 /// `4s..4s + 4` of row `r`, biased by [`wide_bias_shift`] (Q4_1: the
-/// nibbles; Q5_0: `q` in `0..=31` for the value `q - 16`; Q8_0: `x + 128`). Callers guarantee
+/// nibbles; Q4_0: the nibbles `q` for the value `q - 8`; Q5_0: `q` in
+/// `0..=31` for the value `q - 16`; Q8_0: `x + 128`). Callers guarantee
 /// the sixteen rows' block lies inside the slice at `base`.
 ///
 /// # Safety
@@ -1129,9 +1141,15 @@ unsafe fn wide_weights<F: Format>(
     qh: __m512i,
 ) -> [__m512i; 8] {
     let bs = F::BLOCK_BYTES;
-    if F::IS_Q5_0 || F::IS_Q4_1 {
+    if F::IS_Q5_0 || F::IS_Q4_1 || F::IS_Q4_0 {
         // Nibbles: dword k of `qs` holds weights 4k.. (low) and 16 + 4k.. (high).
-        let at = if F::IS_Q4_1 { 4 } else { 6 };
+        let at = if F::IS_Q4_1 {
+            4
+        } else if F::IS_Q4_0 {
+            2
+        } else {
+            6
+        };
         // SAFETY: bytes at..at + 16 of each row's block, at + 16 = bs (the
         // caller's bound).
         let q = unsafe { transpose16x4(base, rb, blk, bs, at) };
@@ -1144,7 +1162,7 @@ unsafe fn wide_weights<F: Format>(
                 _mm512_and_si512(_mm512_srli_epi32::<4>(v), m4)
             }
         });
-        if F::IS_Q4_1 {
+        if F::IS_Q4_1 || F::IS_Q4_0 {
             return w;
         }
         // Weight 4s + i's fifth bit is bit 4s + i of `qh`: byte s / 2 of
@@ -1172,12 +1190,14 @@ unsafe fn wide_weights<F: Format>(
     }
 }
 
-/// `log2` of the bias [`wide_weights`] adds to each weight (Q5_0: 16,
-/// Q8_0: 128; Q4_1's nibbles need none): a block's biased dot minus
-/// `bias · Σ y` is its dot.
+/// `log2` of the bias [`wide_weights`] adds to each weight (Q4_0: 8,
+/// Q5_0: 16, Q8_0: 128; Q4_1's nibbles need none): a block's biased dot
+/// minus `bias · Σ y` is its dot.
 const fn wide_bias_shift<F: Format>() -> Option<u32> {
     if F::IS_Q4_1 {
         None
+    } else if F::IS_Q4_0 {
+        Some(3)
     } else if F::IS_Q5_0 {
         Some(4)
     } else {
