@@ -159,22 +159,21 @@ fn weights(rng: &mut Rng, ty: GgmlType, scales: &[usize], n_in: usize, n_out: us
 }
 
 /// What `path` must report for `rows` rows, all in whole groups, against `m`
-/// input rows on this CPU (Q4_K and Q6_K on a SIMD path with several input
-/// rows: whole tiles through the tile kernel, with one (or up to
+/// input rows on this CPU (Q4_K, Q5_K and Q6_K on a SIMD path with several
+/// input rows: whole tiles through the tile kernel, with one (or up to
 /// `DECODE_ROWS` without the VNNI tile): every row through the decode
-/// kernel; Q5_K, which has no tile kernel, every row through its decode
-/// kernel with any number; Q4_0, Q4_1, Q5_0 and Q8_0 on the VNNI
+/// kernel; Q5_K, whose only tile is the VNNI one, every row through its
+/// decode kernel with any number elsewhere; Q4_0, Q4_1, Q5_0 and Q8_0 on the VNNI
 /// build with at least `WIDE_MIN_ROWS`, Q5_0 on the AVX2 build with at
 /// least `AVX2_WIDE_MIN_ROWS`: whole wide groups through the wide kernel).
 fn check_ran(ty: GgmlType, path: KernelPath, rows: usize, m: usize, ran: RowsRun) {
     assert_eq!(ran.blocked_rows, rows, "{ty:?} {path:?}: blocked rows");
     let cpu = level();
-    let simd_kquant = matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K)
+    let simd_kquant = matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K)
         && path != KernelPath::Portable
         && cpu >= Level::Avx2;
     let vnni = path == KernelPath::Auto && cpu == Level::Avx512Vnni;
-    let simd_q5_k = ty == GgmlType::Q5_K && path != KernelPath::Portable && cpu >= Level::Avx2;
-    let decode = (simd_kquant && (m == 1 || (m <= DECODE_ROWS && !vnni))) || simd_q5_k;
+    let decode = simd_kquant && (m == 1 || (!vnni && (m <= DECODE_ROWS || ty == GgmlType::Q5_K)));
     let tiled = simd_kquant && m > 1 && !decode;
     // Q4_0 / Q4_1 / Q5_0 / Q8_0 on `Auto` with VNNI and enough input rows: whole wide
     // groups (four row groups) through the wide kernel.

@@ -13,15 +13,14 @@
 //! | Q5_1, F16, F32, BF16 | `dot_row` | `dot_row` | `dot_row` | `dot_row` |
 //!
 //! "Blocked" covers whole groups of [`ROW_GROUP`] rows; the rows past the
-//! last whole group always go through `dot_row`. Q4_K and Q6_K on a SIMD
-//! build with several input rows run whole tiles of [`TILE`] weight rows
-//! through the x86 tile kernel (asserted too: `RowsRun::tiled_rows`; on
-//! `Auto` with AVX-512 VNNI the tile of four weight rows, or four such
+//! last whole group always go through `dot_row`. Q4_K, Q5_K and Q6_K on
+//! `Auto` with AVX-512 VNNI and several input rows run whole tiles of
+//! [`TILE`] weight rows through the VNNI tile kernel (asserted too:
+//! `RowsRun::tiled_rows`; the tile of four weight rows, or four such
 //! tiles, by up to 32 input rows, reported as that build), and with one
 //! input row (or any number on a build without the VNNI tile) every
 //! weight row through the x86 decode kernel (counted in
-//! `RowsRun::tiled_rows` too); Q5_K, which has no tile kernel, every
-//! weight row through its decode kernel with any number. Q4_0, Q4_1, Q5_0
+//! `RowsRun::tiled_rows` too). Q4_0, Q4_1, Q5_0
 //! and Q8_0 on `Auto` with AVX-512 VNNI and at least `WIDE_MIN_ROWS` input rows,
 //! or (Q5_0) on the AVX2 build with at least `AVX2_WIDE_MIN_ROWS`, run whole
 //! wide groups (`WIDE_GROUPS` row groups) through the wide kernel (asserted
@@ -159,10 +158,10 @@ fn expected_run(ty: GgmlType, path: KernelPath, n_rows: usize, m: usize) -> Rows
         (KernelPath::Auto | KernelPath::Avx2, l) if l >= Level::Avx2 => Level::Avx2,
         _ => Level::Portable,
     };
-    // Q4_K and Q6_K on a SIMD build with several input rows: whole tiles of
-    // weight rows through the tile kernel, on `Auto` the VNNI one (four
-    // weight rows by up to 32 input rows) where the CPU has it.
-    let tiled = matches!(ty, GgmlType::Q4_K | GgmlType::Q6_K)
+    // Q4_K, Q5_K and Q6_K on `Auto` with several input rows where the CPU
+    // has AVX-512 VNNI: whole tiles of weight rows through the VNNI tile
+    // (four weight rows by up to 32 input rows).
+    let tiled = matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K)
         && build >= Level::Avx2
         && blocked_rows > 0
         && m > 1
@@ -177,14 +176,13 @@ fn expected_run(ty: GgmlType, path: KernelPath, n_rows: usize, m: usize) -> Rows
         GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q8_0
     ) && ((build == Level::Avx512Vnni && m >= WIDE_MIN_ROWS)
         || (ty == GgmlType::Q5_0 && build == Level::Avx2 && m >= AVX2_WIDE_MIN_ROWS));
-    // Q4_K and Q6_K on a SIMD build with one input row, or any number
-    // without the VNNI tile, and Q5_K (no VNNI tile) with any number:
-    // every row through the decode kernel.
+    // Q4_K, Q5_K and Q6_K on a SIMD build with one input row, or any
+    // number without the VNNI tile: every row through the decode kernel.
     let vnni = path == KernelPath::Auto && level() == Level::Avx512Vnni;
     let decode = matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K)
         && build >= Level::Avx2
         && blocked_rows > 0
-        && (m == 1 || !vnni || ty == GgmlType::Q5_K);
+        && (m == 1 || !vnni);
     let tiled_rows = if tiled {
         n_rows / TILE * TILE
     } else if decode {
@@ -602,8 +600,8 @@ fn kquant_extreme_blocks_agree() {
 /// and one past `CHUNK_LIM_*` (the `i64` lane, whose eight terms then
 /// pass 2^63). Within the limits the chunk sum, beyond them the
 /// per-super-block path; the reference and every path agree. With one
-/// input row the decode kernel takes the same chunk sums (same limits);
-/// Q5_K (no VNNI tile) goes through the decode kernel with any number.
+/// input row the decode kernel takes the same chunk sums (same limits),
+/// and so does it with any number on CPUs without the VNNI tile.
 #[test]
 fn kquant_chunk_limits_agree() {
     let formats = [

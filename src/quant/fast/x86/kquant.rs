@@ -7,7 +7,7 @@
 //! `multiversion!` does: [`avx512`]); and on
 //! AVX-512 VNNI one or [`WIDE_GROUPS`] tiles of four weight rows against
 //! up to [`WIDE_ACT_TILE`] input rows ([`vnni_tiles`]:
-//! [`q4_k_tile_vnni`], [`q6_k_tile_vnni`]), each weight super-block decoded
+//! [`q4_k_tile_vnni`] (Q4_K and Q5_K), [`q6_k_tile_vnni`]), each weight super-block decoded
 //! once for all of the input rows, each input row's terms taken once for
 //! all of the tiles.
 //!
@@ -25,7 +25,8 @@
 //! input row of the call: each row's 256 values as four 64-byte vectors laid out
 //! as the activations are (Q6_K: vector `c` elements `64c..64c + 64`,
 //! sub-blocks `2c` and `2c + 1`, `q + 32` in `0..=63`; Q4_K: the nibbles,
-//! vector `2g + h` half `h` of sub-blocks `4g..4g + 4`), the
+//! vector `2g + h` half `h` of sub-blocks `4g..4g + 4`; Q5_K: likewise,
+//! 16 added where the value's fifth bit is set, [`q5_k_high`]), the
 //! scales in the lane order the reduction produces (lane `4(j − 4h) + r` of
 //! vector `h`: sub-block `j`, weight row `r`), and the `f16` scales. Per
 //! input row its terms are taken once for all the call's rows ([`ActTerms`]:
@@ -34,10 +35,12 @@
 //! added to `−32·Σ y` of the same four activations, `|Σ q·y| ≤ 4·32·127`;
 //! Q4_K, whose weights and activations are laid out with a sub-block's two
 //! halves in the same 128-bit lane of two vectors ([`q4_k_act`]), two
-//! chained: each lane `≤ 8·15·127`; no lane comes near 2^31), one
-//! reduction of the four rows' dots together ([`reduce4`], Q6_K also
+//! chained: each lane `≤ 8·15·127`; Q5_K one per vector, `≤ 4·31·127`,
+//! and the two halves' reductions added, [`q5_k_dots`]; no lane comes
+//! near 2^31), one reduction of the four rows' dots together
+//! ([`reduce4`], whose packs need lanes below 2^14; Q6_K also
 //! [`pair_halves`]: the sub-block sums `sumq_j` of
-//! `q4_5_k_sumq`, `≤ 32·15·127 < 2^16`, resp. per 16-element half
+//! `q4_5_k_sumq`, `≤ 32·15·127 < 2^16` (Q5_K `≤ 32·31·127 < 2^17`), resp. per 16-element half
 //! `|Σ q·y| ≤ 16·32·127 < 2^16`, times the half's signed scale `< 2^23`,
 //! the two halves added: `sumi_j` of `q6_k_sumi`, `< 2^24`).
 //!
@@ -48,12 +51,13 @@
 //! (its `ChunkScale`; `drel_j = ash_j − dbase`). Where the weight spread
 //! over the chunk is within `CHUNK_WLIM` and the weight and activation
 //! spreads together within `CHUNK_LIM` ([`kquant::CHUNK_WLIM_Q4_K`] 14 /
-//! [`kquant::CHUNK_LIM_Q4_K`] 16, [`kquant::CHUNK_WLIM_Q6_K`] 9 /
+//! [`kquant::CHUNK_LIM_Q4_K`] 16, Q5_K 14 / 15, [`kquant::CHUNK_WLIM_Q6_K`] 9 /
 //! [`kquant::CHUNK_LIM_Q6_K`] 14), every term of every sub-block goes into
 //! an `i64` lane of its cell, scaled by both `f16` mantissas and shifted
 //! relative to `wbase + dbase`: Q4_K `((sumq·am)·(sc·dm << wrel_d) −
 //! (bsum·am)·(mn·nm << wrel_n)) << drel` ([`q4_k_chunk_add`]: the weight
-//! factors `< 2^17 · 2^14 < 2^31` in `i32` lanes, `sumq·am < 2^27`, then
+//! factors `< 2^17 · 2^14 < 2^31` in `i32` lanes, `sumq·am < 2^27` (Q5_K
+//! `< 2^28`), then
 //! `vpmuldq`, `vpsllvq`); Q6_K `(sumi·((dm << wrel)·am)) << drel`
 //! ([`q6_k_chunk_add`]: `dm·am·2^9 < 2^31`). Each lane gathers at most
 //! eight terms over a chunk, each below `2^60`, so it stays below `2^63`
@@ -65,9 +69,10 @@
 //! is compiled. Beyond the chunk limits (rare: a 2^15 spread within 1024
 //! elements), that tile's cells of that input row take each super-block as
 //! before: within the limit on the super-block's own `spread`
-//! ([`kquant::LIM_Q4_K`], [`kquant::LIM_Q6_K`]; [`ActTerms`]) the `i64`
-//! sums `I` (and Q4_K's `M`) of [`kquant`] by [`row_sums`] /
-//! [`row_sums2`] (`sc·sumq < 2^22` and `mn·bsum < 2^18` in `i32` lanes,
+//! ([`kquant::LIM_Q4_K`], [`kquant::LIM_Q5_K`], [`kquant::LIM_Q6_K`];
+//! [`ActTerms`]) the `i64` sums `I` (and Q4_K's and Q5_K's `M`) of
+//! [`kquant`] by [`row_sums`] / [`row_sums2`] (`sc·sumq < 2^22`, Q5_K
+//! `< 2^23`, and `mn·bsum < 2^18` in `i32` lanes,
 //! times `am` by `vpmuldq`, shifted by `rel ≤ spread`), then per cell the
 //! portable body's `i128` step(s) (Q4_K's two as one, `(I·dm' − M·nm') <<
 //! (lo + base)` with the mantissas brought to `lo = min(dsh, nsh)`:
@@ -627,6 +632,10 @@ pub(in crate::quant::fast) fn vnni_tiles(ty: GgmlType) -> Option<kquant::MultiTi
             q4_k_tile_vnni_entry::<1>,
             q4_k_tile_vnni_entry::<WIDE_GROUPS>,
         )),
+        GgmlType::Q5_K => Some((
+            q5_k_tile_vnni_entry::<1>,
+            q5_k_tile_vnni_entry::<WIDE_GROUPS>,
+        )),
         GgmlType::Q6_K => Some((
             q6_k_tile_vnni_entry::<1>,
             q6_k_tile_vnni_entry::<WIDE_GROUPS>,
@@ -644,7 +653,17 @@ fn q4_k_tile_vnni_entry<const G: usize>(
     // SAFETY: only handed out by `vnni_tiles`, after `simd::level()`
     // returned `Avx512Vnni`: AVX2, BMI1, BMI2, LZCNT and AVX-512 F, CD, VL,
     // DQ, BW and VNNI.
-    unsafe { q4_k_tile_vnni(rows, acts, out) }
+    unsafe { q4_k_tile_vnni::<G, 144>(rows, acts, out) }
+}
+
+/// [`kquant::MultiTileFn`] entry of [`q4_k_tile_vnni`] for Q5_K.
+fn q5_k_tile_vnni_entry<const G: usize>(
+    rows: [[&[u8]; TILE]; G],
+    acts: &[ActRow<'_>],
+    out: &mut [Cells; G],
+) {
+    // SAFETY: as in `q4_k_tile_vnni_entry`.
+    unsafe { q4_k_tile_vnni::<G, Q5_K_BYTES>(rows, acts, out) }
 }
 
 /// [`kquant::MultiTileFn`] entry of [`q6_k_tile_vnni`].
@@ -1059,16 +1078,19 @@ impl Q4kWeights {
     /// Decodes the four rows' super-blocks `blks` into `self` (in place:
     /// built and returned by value, the struct was zeroed and copied per
     /// super-block; plain loops: `map` closures were left out-of-line calls).
+    /// `B`: 144, Q4_K (nibbles at 16); 176, Q5_K (nibbles at 48, each
+    /// value's fifth bit in the `qh` bytes at 16: [`q5_k_high`]).
     #[target_feature(enable = "avx512f,avx512bw")]
     #[inline]
-    fn decode(&mut self, blks: [&[u8; 144]; TILE]) {
+    fn decode<const B: usize>(&mut self, blks: [&[u8; B]; TILE]) {
         let mask = _mm512_set1_epi8(0x0F);
         let nib_shift = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
         let (mut sc, mut mn) = ([0u64; TILE], [0u64; TILE]);
+        let at = if B == Q5_K_BYTES { 48 } else { 16 };
         for (r, blk) in blks.into_iter().enumerate() {
-            // Bytes 16 + 64g.. hold 16-byte halves [2c h0, 2c h1, 2c + 1
+            // Bytes at + 64g.. hold 16-byte halves [2c h0, 2c h1, 2c + 1
             // h0, 2c + 1 h1] of nibble pairs, c = 2g; each picked twice.
-            let v = [load64(blk, 16), load64(blk, 80)];
+            let v = [load64(blk, at), load64(blk, at + 64)];
             let q = &mut self.q[r];
             q[0] = _mm512_shuffle_i64x2::<0xA0>(v[0], v[0]);
             q[1] = _mm512_shuffle_i64x2::<0xF5>(v[0], v[0]);
@@ -1076,6 +1098,9 @@ impl Q4kWeights {
             q[3] = _mm512_shuffle_i64x2::<0xF5>(v[1], v[1]);
             for q in q.iter_mut() {
                 *q = _mm512_and_si512(_mm512_srlv_epi64(*q, nib_shift), mask);
+            }
+            if B == Q5_K_BYTES {
+                q5_k_high(q, blk);
             }
             (sc[r], mn[r]) = unpack_scales(&blk[4..16]);
             let (d, dmin) = (
@@ -1127,6 +1152,55 @@ fn q4_k_dots(w: &Q4kWeights, ya: &[__m512i; 4]) -> [__m512i; 2] {
     [dots(0), dots(2)]
 }
 
+/// Bytes of a Q5_K super-block.
+const Q5_K_BYTES: usize = 176;
+
+/// Adds 16 to each of a Q5_K super-block's decoded nibbles `q` (in
+/// [`Q4kWeights::q`]'s layout) whose fifth bit is set: value `i` of
+/// sub-block `j` has it at bit `j` of `qh[i]` (bytes 16..48 of `blk`), so
+/// vector `2g + h` (half `h`, elements `16h..16h + 16`, of sub-blocks
+/// `4g + L` in 128-bit lane `L`) tests `qh[16h..16h + 16]` in every lane
+/// against bit `4g + L`.
+#[target_feature(enable = "avx512f,avx512bw")]
+#[inline]
+fn q5_k_high<const B: usize>(q: &mut [__m512i; 4], blk: &[u8; B]) {
+    // SAFETY: 16 + 32 ≤ 176 = B (the caller's format).
+    let halves = [16, 32].map(|o| {
+        _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(blk[o..o + 16].as_ptr().cast()) })
+    });
+    let c16 = _mm512_set1_epi8(16);
+    for (k, q) in q.iter_mut().enumerate() {
+        let g = (k / 2) as u32;
+        // Bit `4g + L` in every byte of 128-bit lane `L`.
+        let bit = |l: u32| ((1u32 << (4 * g + l)) * 0x0101_0101) as i32;
+        let (b0, b1, b2, b3) = (bit(0), bit(1), bit(2), bit(3));
+        let bits = _mm512_setr_epi32(
+            b0, b0, b0, b0, b1, b1, b1, b1, b2, b2, b2, b2, b3, b3, b3, b3,
+        );
+        let set = _mm512_test_epi8_mask(halves[k % 2], bits);
+        *q = _mm512_mask_add_epi8(*q, set, *q, c16);
+    }
+}
+
+/// [`q4_k_dots`] for Q5_K's values `0..=31`: one `vpdpbusd` per vector
+/// (each lane `≤ 4·31·127 < 2^14`, [`reduce4`]'s bound; two chained
+/// would pass it) and the two halves' [`reduce4`]s added (each sum `≤
+/// 32·31·127 < 2^17`, as `q4_5_k_sumq`'s).
+#[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+#[inline]
+fn q5_k_dots(w: &Q4kWeights, ya: &[__m512i; 4]) -> [__m512i; 2] {
+    let z = _mm512_setzero_si512();
+    let half = |t: usize| {
+        reduce4(core::array::from_fn(|r| {
+            _mm512_dpbusd_epi32(z, w.q[r][t], ya[t])
+        }))
+    };
+    [
+        _mm512_add_epi32(half(0), half(1)),
+        _mm512_add_epi32(half(2), half(3)),
+    ]
+}
+
 /// One input row's `i64` super-block sums, per weight row `I` and (Q4_K)
 /// `M`, and its activation `base` (the per-super-block path).
 #[derive(Clone, Copy)]
@@ -1137,8 +1211,9 @@ struct SuperSums {
 }
 
 /// One input row's super-block sums given its sub-block sums `s`
-/// ([`q4_k_dots`]), within [`kquant::LIM_Q4_K`]: `I = Σ (sc·sumq·am) <<
-/// rel` and `M = Σ (mn·bsum·am) << rel` by [`row_sums2`] (`sc·sumq < 2^22`
+/// ([`q4_k_dots`], [`q5_k_dots`]), within [`kquant::LIM_Q4_K`]
+/// ([`kquant::LIM_Q5_K`]): `I = Σ (sc·sumq·am) << rel` and `M = Σ
+/// (mn·bsum·am) << rel` by [`row_sums2`] (`sc·sumq < 2^22`, Q5_K `< 2^23`,
 /// and `mn·bsum < 2^18` exact in `i32` lanes).
 #[target_feature(enable = "avx512f,avx512bw")]
 #[inline]
@@ -1172,9 +1247,10 @@ fn q4_k_add(w: &Q4kWeights, p: &SuperSums, cells: &mut Cells, j: usize) {
     }
 }
 
-/// One input row's super-block beyond [`kquant::LIM_Q4_K`] added to its
-/// four cells per sub-block in `i128`, as `q4_5_k_row_with` does, from the
-/// sub-block sums `s` ([`q4_k_dots`]).
+/// One input row's super-block beyond [`kquant::LIM_Q4_K`]
+/// ([`kquant::LIM_Q5_K`]) added to its four cells per sub-block in `i128`,
+/// as `q4_5_k_row_with` does, from the sub-block sums `s` ([`q4_k_dots`],
+/// [`q5_k_dots`]; `sc·sumq < 2^23` in `i32`).
 #[target_feature(enable = "avx512f")]
 #[inline]
 fn q4_k_wide(w: &Q4kWeights, s: [__m512i; 2], ys: &[ActScale; 8], cells: &mut Cells, j: usize) {
@@ -1308,12 +1384,15 @@ impl ChunkAct {
 type ChunkSums = [[__m512i; 2]; WIDE_ACT_TILE];
 
 /// Adds one input row's super-block to its chunk sums `acc` from its
-/// sub-block sums `s` ([`q4_k_dots`]): per lane `((sumq·am)·(sc·dm') −
-/// (bsum·am)·(mn·nm')) << drel` (`vpmulld`: `sumq·am ≤ 60960·2047 <
-/// 2^27`; `vpmuldq` by the [`Q4kWeights::scale_for_chunk`] factors; `vpsllvq`).
-/// Each lane gathers at most eight terms over a chunk (two sub-blocks a
+/// sub-block sums `s` ([`q4_k_dots`], [`q5_k_dots`]): per lane
+/// `((sumq·am)·(sc·dm') − (bsum·am)·(mn·nm')) << drel` (`vpmulld`:
+/// `sumq·am ≤ 60960·2047 < 2^27`, Q5_K `125984·2047 < 2^28`; `vpmuldq` by
+/// the [`Q4kWeights::scale_for_chunk`] factors; `vpsllvq`). Each lane
+/// gathers at most eight terms over a chunk (two sub-blocks a
 /// super-block), each at most `(60960·63·2047² + 4064·63·2047²)·2^16 <
-/// 2^59.97` within [`kquant::CHUNK_LIM_Q4_K`]: the sum stays below 2^63.
+/// 2^59.97` within [`kquant::CHUNK_LIM_Q4_K`] (Q5_K `(125984 + 4064)·63·
+/// 2047²·2^15 < 2^59.97` within [`kquant::CHUNK_LIM_Q5_K`]): the sum
+/// stays below 2^63.
 #[target_feature(enable = "avx512f")]
 #[inline]
 fn q4_k_chunk_add(w: &Q4kWeights, act: &ChunkAct, s: [__m512i; 2], acc: &mut [__m512i; 2]) {
@@ -1348,16 +1427,16 @@ fn chunk_flush(acc: &[__m512i; 2], w: &WeightBases, abase: u32, cells: &mut Cell
     }
 }
 
-/// The Q4_K tile: `G` tiles of four weight rows (whole 144-byte
-/// super-blocks, all the same length) against up to [`WIDE_ACT_TILE`]
-/// input rows `acts` (each with its `qs` and `sc` as long as the rows),
-/// cell `[g][r][j]` the same integers as [`kquant`]'s `q4_k_row` of
-/// row `r` of tile `g` and input `j`: chunk by chunk of
-/// [`kquant::CHUNK_SUPERS`] super-blocks ([`q4_k_chunk`]).
+/// The Q4_K tile (`B` = 144; Q5_K: 176): `G` tiles of four weight rows
+/// (whole `B`-byte super-blocks, all the same length) against up to
+/// [`WIDE_ACT_TILE`] input rows `acts` (each with its `qs` and `sc` as
+/// long as the rows), cell `[g][r][j]` the same integers as [`kquant`]'s
+/// `q4_k_row` (`q5_k_row`) of row `r` of tile `g` and input `j`: chunk by
+/// chunk of [`kquant::CHUNK_SUPERS`] super-blocks ([`q4_k_chunk`]).
 #[target_feature(
     enable = "avx2,bmi1,bmi2,lzcnt,avx512f,avx512cd,avx512vl,avx512dq,avx512bw,avx512vnni"
 )]
-fn q4_k_tile_vnni<const G: usize>(
+fn q4_k_tile_vnni<const G: usize, const B: usize>(
     rows: [[&[u8]; TILE]; G],
     acts: &[ActRow<'_>],
     cells: &mut [Cells; G],
@@ -1366,12 +1445,12 @@ fn q4_k_tile_vnni<const G: usize>(
     for c in cells.iter_mut() {
         start_cells(acts, c);
     }
-    let n = super_count::<144, G>(&rows);
+    let n = super_count::<B, G>(&rows);
     let mut w: [Q4kWeights; G] = core::array::from_fn(|_| Q4kWeights::zero());
     let mut sums = [[[_mm512_setzero_si512(); 2]; WIDE_ACT_TILE]; G];
     for b0 in (0..n).step_by(kquant::CHUNK_SUPERS) {
         let supers = b0..(b0 + kquant::CHUNK_SUPERS).min(n);
-        q4_k_chunk(&rows, acts, cells, (&mut w, &mut sums), supers);
+        q4_k_chunk::<G, B>(&rows, acts, cells, (&mut w, &mut sums), supers);
     }
 }
 
@@ -1394,22 +1473,33 @@ fn super_count<const B: usize, const G: usize>(rows: &[[&[u8]; TILE]; G]) -> usi
 /// does ([`q4_k_sums`] and [`q4_k_add`], beyond its limit [`q4_k_wide`]).
 #[target_feature(enable = "avx2,avx512f,avx512bw,avx512vnni")]
 #[inline]
-fn q4_k_chunk<const G: usize>(
+fn q4_k_chunk<const G: usize, const B: usize>(
     rows: &[[&[u8]; TILE]; G],
     acts: &[ActRow<'_>],
     cells: &mut [Cells; G],
     (w, sums): (&mut [Q4kWeights; G], &mut [ChunkSums; G]),
     supers: core::ops::Range<usize>,
 ) {
-    const LIMS: (u32, u32) = (kquant::CHUNK_WLIM_Q4_K, kquant::CHUNK_LIM_Q4_K);
+    let q5 = B == Q5_K_BYTES;
+    let (lims, lim) = if q5 {
+        (
+            (kquant::CHUNK_WLIM_Q5_K, kquant::CHUNK_LIM_Q5_K),
+            kquant::LIM_Q5_K,
+        )
+    } else {
+        (
+            (kquant::CHUNK_WLIM_Q4_K, kquant::CHUNK_LIM_Q4_K),
+            kquant::LIM_Q4_K,
+        )
+    };
     let c = supers.start / kquant::CHUNK_SUPERS;
     let bases: [WeightBases; G] = core::array::from_fn(|g| {
-        WeightBases::of::<144>(&rows[g], supers.start, supers.len(), &[0, 2])
+        WeightBases::of::<B>(&rows[g], supers.start, supers.len(), &[0, 2])
     });
-    let fit = chunk_fits(&bases, acts, c, LIMS, sums);
+    let fit = chunk_fits(&bases, acts, c, lims, sums);
     for b in supers {
         for ((wg, rows), base) in w.iter_mut().zip(rows).zip(&bases) {
-            let Some(blks) = weight_supers::<144>(rows, b) else {
+            let Some(blks) = weight_supers::<B>(rows, b) else {
                 return;
             };
             wg.decode(blks);
@@ -1423,7 +1513,11 @@ fn q4_k_chunk<const G: usize>(
             let ya = q4_k_act(yq);
             let mut terms = None;
             for (g, wg) in w.iter().enumerate() {
-                let s = q4_k_dots(wg, &ya);
+                let s = if q5 {
+                    q5_k_dots(wg, &ya)
+                } else {
+                    q4_k_dots(wg, &ya)
+                };
                 if fit[g][j].is_some() {
                     q4_k_chunk_add(wg, &act, s, &mut sums[g][j]);
                     continue;
@@ -1432,7 +1526,7 @@ fn q4_k_chunk<const G: usize>(
                     terms = Some(ActTerms::new(ys));
                 }
                 let Some(t) = &terms else { continue };
-                if t.spread <= kquant::LIM_Q4_K {
+                if t.spread <= lim {
                     q4_k_add(wg, &q4_k_sums(wg, t, s), &mut cells[g], j);
                 } else {
                     q4_k_wide(wg, s, ys, &mut cells[g], j);
