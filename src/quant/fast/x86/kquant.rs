@@ -1450,7 +1450,35 @@ fn q4_k_tile_vnni<const G: usize, const B: usize>(
     let mut sums = [[[_mm512_setzero_si512(); 2]; WIDE_ACT_TILE]; G];
     for b0 in (0..n).step_by(kquant::CHUNK_SUPERS) {
         let supers = b0..(b0 + kquant::CHUNK_SUPERS).min(n);
-        q4_k_chunk::<G, B>(&rows, acts, cells, (&mut w, &mut sums), supers);
+        q4_k_chunk::<G, B>(&rows, acts, cells, (&mut w, &mut sums), (supers, n));
+    }
+}
+
+/// Super-blocks a tile kernel asks the cache for ahead of the one it
+/// decodes ([`prefetch_ahead`]): one chunk.
+const TILE_AHEAD: usize = kquant::CHUNK_SUPERS;
+
+/// Asks the cache for the super-block [`TILE_AHEAD`] after `b` (of `n`)
+/// of every weight row of `rows`, or, past a row's end, for that
+/// super-block of the same row of the next call's weight rows (a matrix's
+/// rows are contiguous, so they follow these `G·TILE` rows). Without it
+/// the first reads of each chunk, the rows' `f16` scales
+/// ([`WeightBases::of`]), waited on memory: with a few input rows the
+/// tile spent half its time there. A prefetch never faults.
+#[target_feature(enable = "avx2")]
+#[inline]
+fn prefetch_ahead<const B: usize, const G: usize>(rows: &[[&[u8]; TILE]; G], b: usize, n: usize) {
+    let next = b + TILE_AHEAD;
+    for row in rows.as_flattened() {
+        let at = if next < n {
+            B * next
+        } else {
+            G * TILE * row.len() + B * (next - n)
+        };
+        let p = row.as_ptr().wrapping_add(at);
+        for o in (0..B).step_by(64) {
+            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(o).cast());
+        }
     }
 }
 
@@ -1478,7 +1506,7 @@ fn q4_k_chunk<const G: usize, const B: usize>(
     acts: &[ActRow<'_>],
     cells: &mut [Cells; G],
     (w, sums): (&mut [Q4kWeights; G], &mut [ChunkSums; G]),
-    supers: core::ops::Range<usize>,
+    (supers, n): (core::ops::Range<usize>, usize),
 ) {
     let q5 = B == Q5_K_BYTES;
     let (lims, lim) = if q5 {
@@ -1498,6 +1526,7 @@ fn q4_k_chunk<const G: usize, const B: usize>(
     });
     let fit = chunk_fits(&bases, acts, c, lims, sums);
     for b in supers {
+        prefetch_ahead::<B, G>(rows, b, n);
         for ((wg, rows), base) in w.iter_mut().zip(rows).zip(&bases) {
             let Some(blks) = weight_supers::<B>(rows, b) else {
                 return;
@@ -1834,7 +1863,7 @@ fn q6_k_tile_vnni<const G: usize>(
     let mut sums = [[[_mm512_setzero_si512(); 2]; WIDE_ACT_TILE]; G];
     for b0 in (0..n).step_by(kquant::CHUNK_SUPERS) {
         let supers = b0..(b0 + kquant::CHUNK_SUPERS).min(n);
-        q6_k_chunk(&rows, acts, cells, (&mut w, &mut sums), supers);
+        q6_k_chunk(&rows, acts, cells, (&mut w, &mut sums), (supers, n));
     }
 }
 
@@ -1850,7 +1879,7 @@ fn q6_k_chunk<const G: usize>(
     acts: &[ActRow<'_>],
     cells: &mut [Cells; G],
     (w, sums): (&mut [Q6kWeights; G], &mut [ChunkSums; G]),
-    supers: core::ops::Range<usize>,
+    (supers, n): (core::ops::Range<usize>, usize),
 ) {
     const LIMS: (u32, u32) = (kquant::CHUNK_WLIM_Q6_K, kquant::CHUNK_LIM_Q6_K);
     let c = supers.start / kquant::CHUNK_SUPERS;
@@ -1859,6 +1888,7 @@ fn q6_k_chunk<const G: usize>(
     });
     let fit = chunk_fits(&bases, acts, c, LIMS, sums);
     for b in supers {
+        prefetch_ahead::<210, G>(rows, b, n);
         for ((wg, rows), base) in w.iter_mut().zip(rows).zip(&bases) {
             let Some(blks) = weight_supers::<210>(rows, b) else {
                 return;
