@@ -31,21 +31,33 @@
 //! and a named function force calls whose `name` is one of the tools' (the
 //! named one) and whose `arguments` follow that tool's `parameters` schema
 //! (`%json`); with `parallel_tool_calls` (the default) one or more calls,
-//! else exactly one. `auto` is an alternation at the start: the calls, or
-//! prose that does not begin with `<tool_call>` (a regular expression
-//! spelling out "any text but that prefix"), or nothing. `none` shows no
-//! tools and constrains nothing.
+//! else exactly one. `auto` is nothing, the calls, or prose optionally
+//! followed by `\n` and the calls: the prose is non-empty and holds no
+//! `<tool_call>` anywhere ([`without`]'s regular expression), so the prose
+//! ends at the first `<tool_call>` and the `\n` before it is the
+//! separator. The split is the grammar's own, a pure function of the
+//! tokens (the prose, its `\n` and the opener are one lexeme). `none`
+//! shows no tools and constrains nothing.
 //!
 //! **The answer**: [`Splitter`] reads the text as it arrives (whole or
-//! streamed, the same result however it is cut) into content and calls;
-//! call ids are [`call_id`]s, a hash of the request (prompt ids, seed) and
+//! streamed, the same result however it is cut) into content and calls.
+//! `auto`'s prose is streamed as it comes but for a tail that could begin
+//! `\n<tool_call>`, held back until it does or cannot (so no content delta
+//! holds part of the opener); the content is the prose as written without
+//! the separating `\n` (prose that ends in `\n` before it keeps its own),
+//! so content and calls rendered back as below give the answer's text.
+//! Call ids are [`call_id`]s, a hash of the request (prompt ids, seed) and
 //! the choice and call indexes.
 //!
 //! Verified by the unit tests below (validation, rendering, the grammar's
-//! text, the splitter against every cut of its input, the Qwen rendering
-//! against its Jinja template's golden `tests/data/tool_templates.json`)
-//! and `cli/tests/serve.rs` (calls on real models through the `openai`
-//! client, a tool transcript through `detllm verify`).
+//! text, the grammar run through llguidance byte by byte and in longer
+//! tokens on texts it must take and refuse, the prose expression against
+//! texts with and without the opener, the splitter against every cut of
+//! calls-only and prose-then-calls inputs and its hold-back, the Qwen
+//! rendering against its Jinja template's golden
+//! `tests/data/tool_templates.json`) and `cli/tests/serve.rs` (calls on
+//! real models through the `openai` client, a tool transcript through
+//! `detllm verify`).
 
 #![forbid(unsafe_code)]
 
