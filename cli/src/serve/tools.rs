@@ -934,6 +934,19 @@ mod tests {
             "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"
         );
         assert!(assistant_with_calls("Sure.", &one).starts_with("Sure.\n<tool_call>\n"));
+        // An `auto` answer's content and calls render back as its text.
+        let time = ("get_time".to_string(), serde_json::json!({}));
+        let both = vec![one[0].clone(), time];
+        for content in ["", "Sure.", "Two lines\nand one more.\n"] {
+            let text = assistant_with_calls(content, &both);
+            let (got, calls) = split_whole(&Choice::Auto, &text);
+            assert_eq!(got.unwrap_or_default(), content, "{text:?}");
+            let args: Vec<Value> = calls
+                .iter()
+                .map(|(_, a)| serde_json::from_str(a).expect("JSON"))
+                .collect();
+            assert_eq!(args, [both[0].1.clone(), both[1].1.clone()], "{text:?}");
+        }
     }
 
     #[test]
@@ -1272,7 +1285,7 @@ mod tests {
         let text = std::fs::read_to_string(path).expect("the golden file");
         let g: Value = serde_json::from_str(&text).expect("JSON");
         let cases = g["cases"].as_array().expect("cases");
-        assert!(cases.len() >= 6);
+        assert!(cases.len() >= 7);
         for case in cases {
             let body: RequestBody =
                 serde_json::from_str(&case["request"].to_string()).expect("a request");
