@@ -1104,6 +1104,16 @@ mod tests {
                 );
             }
         }
+        // Tokens as Qwen2.5 cuts them: the opener one token after `.\n`.
+        let qwen: [&[u8]; 6] = [
+            b"I will look",
+            b".\n",
+            b"<tool_call>",
+            b"\n",
+            b"{\"",
+            b"name\": \"get_time\", \"arguments\": {}}\n</tool_call>",
+        ];
+        assert_eq!(engine_follows(&g, &qwen), Ok(()));
         // Refused at the byte given: an opener inside prose not after a
         // `\n`, an empty prose before the `\n`, an unknown function, an
         // argument off its schema, prose after a call.
