@@ -67,6 +67,14 @@ REQUESTS = [
         {"role": "assistant", "content": "Let me check.", "tool_calls": [
             call("get_weather", {"city": "Lima"})]},
         {"role": "tool", "tool_call_id": "call_0", "content": "sunny"}]},
+    # An `auto` answer of prose then two calls sent back: content with lines
+    # (and a newline of its own at the end), then the calls.
+    {"tools": [WEATHER, TIME], "messages": [
+        {"role": "user", "content": "Weather and time in Oslo?"},
+        {"role": "assistant", "content": "Two things to look up.\nOne moment.\n", "tool_calls": [
+            call("get_weather", {"city": "Oslo"}), call("get_time", {"zone": "Europe/Oslo"}, 1)]},
+        {"role": "tool", "tool_call_id": "call_0", "content": "-3"},
+        {"role": "tool", "tool_call_id": "call_1", "content": "14:05"}]},
     # tool_choice "none": no tools shown, the history still rendered.
     {"tools": [WEATHER], "tool_choice": "none", "messages": [
         {"role": "user", "content": "Weather in Lima?"},
