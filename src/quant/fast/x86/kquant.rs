@@ -91,7 +91,7 @@
 //!   VNNI), or an unaligned load or store.
 //! * Loads read from slices whose length is asserted at the load
 //!   ([`load32`], [`load64`]; the VNNI tile's callers pass whole
-//!   super-blocks as arrays, `&[u8; 144]`, `&[u8; 210]`, `&[i8; 256]`, and
+//!   super-blocks as arrays, `&[u8; 144]`, `&[u8; 176]`, `&[u8; 210]`, `&[i8; 256]`, and
 //!   the eight block scales as their 256 bytes); stores write local arrays
 //!   of the stored size.
 //! * No pointer arithmetic beyond those checked slices, no writes through
@@ -1164,10 +1164,8 @@ const Q5_K_BYTES: usize = 176;
 #[target_feature(enable = "avx512f,avx512bw")]
 #[inline]
 fn q5_k_high<const B: usize>(q: &mut [__m512i; 4], blk: &[u8; B]) {
-    // SAFETY: 16 + 32 ≤ 176 = B (the caller's format).
-    let halves = [16, 32].map(|o| {
-        _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(blk[o..o + 16].as_ptr().cast()) })
-    });
+    // The low 16 of the 32 bytes at 16 and at 32 (inside the 176).
+    let halves = [16, 32].map(|o| _mm512_broadcast_i32x4(_mm256_castsi256_si128(load32(blk, o))));
     let c16 = _mm512_set1_epi8(16);
     for (k, q) in q.iter_mut().enumerate() {
         let g = (k / 2) as u32;
