@@ -43,8 +43,8 @@ use detllm::parallel::ThreadPool;
 use detllm::quant::GgmlType;
 use detllm::sample::{Sampler, SamplingParams};
 use detllm::sched::{
-    self, Event, FinishReason, MAX_TOP_LOGPROBS, Request, RequestId, SchedConfig, Scheduler,
-    TopLogprob,
+    self, Event, FinishReason, MAX_TOP_LOGPROBS, NgramSpec, Request, RequestId, SchedConfig,
+    Scheduler, TopLogprob,
 };
 use detllm::{Arena, Error, F32, Parallel, Serial};
 use proptest::prelude::*;
@@ -451,6 +451,7 @@ fn check(w: &Workload, cov: &mut Coverage) -> Result<(), TestCaseError> {
         max_cached: w.max_cached,
         token_budget: w.budget,
         sample_lanes: w.lanes,
+        speculate: None,
     };
     let got = with_engine!(w.model, lim, |eng, arena, _v| {
         let mut sched = Scheduler::new(eng, cfg, &mut arena).expect("scheduler");
@@ -751,6 +752,7 @@ fn bad_requests_are_typed_errors_and_change_nothing() {
         max_cached: 1,
         token_budget: 8,
         sample_lanes: 1,
+        speculate: None,
     };
     with_engine!(0, small_limits(), |eng, arena, vocab| {
         let mut sched = Scheduler::new(eng, cfg, &mut arena).expect("scheduler");
@@ -861,6 +863,7 @@ fn bad_configs_are_typed_errors() {
         max_cached: 1,
         token_budget: 8,
         sample_lanes: 1,
+        speculate: None,
     };
     let bad = [
         (
@@ -904,6 +907,22 @@ fn bad_configs_are_typed_errors() {
                 ..good
             },
             "sample_lanes",
+        ),
+        (
+            SchedConfig {
+                speculate: Some(NgramSpec { max_draft: 0 }),
+                ..good
+            },
+            "max_draft",
+        ),
+        (
+            SchedConfig {
+                speculate: Some(NgramSpec {
+                    max_draft: detllm::sched::MAX_DRAFT + 1,
+                }),
+                ..good
+            },
+            "max_draft",
         ),
     ];
     for (cfg, name) in bad {

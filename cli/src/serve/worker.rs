@@ -208,6 +208,7 @@ fn sched_config(cfg: &WorkerConfig) -> SchedConfig {
         max_cached: PREFIX_CACHE_ENTRIES,
         token_budget: cfg.step_tokens,
         sample_lanes: cfg.model.threads.clamp(1, detllm::sched::MAX_SAMPLE_LANES),
+        speculate: None,
     }
 }
 
