@@ -19,6 +19,10 @@
 //!   and bad schemas, grammars and tools, more than compile at once, gets
 //!   each bad one the 400 it gets alone and each good one its solo answer,
 //!   and the server keeps serving;
+//! * `--speculate ngram` changes no answer: the same concurrent requests
+//!   (copying prompts, the load mix, constrained ones) get byte-identical
+//!   answers from a server with it and one without, and drafts were both
+//!   accepted and rejected;
 //! * SIGTERM mid-stream: new connections are refused, the stream finishes
 //!   with its solo answer, the process exits 0;
 //! * the official `openai` Python client (when `DETLLM_OPENAI_PYTHON` names
@@ -404,6 +408,88 @@ fn concurrent_load_with_preemption_equals_solo_runs() {
     );
     assert_eq!(loaded.metric("detllm_kv_pages_used"), 0.0);
     assert_eq!(loaded.metric("detllm_running_sequences"), 0.0);
+}
+
+/// Requests whose answers copy from their prompts (n-gram drafts get
+/// accepted), greedy and sampled, with penalties, stops, logprobs and `n`.
+fn copying_workload() -> Vec<(&'static str, Value)> {
+    let texts = [
+        "Repeat this sentence exactly, twice: the quick brown fox jumps over the lazy dog.",
+        "Copy this list: apples, pears, plums, apples, pears, plums, apples, pears.",
+        "Fix the typo and repeat the code: fn add(a: i32, b: i32) -> i32 { a + b }",
+    ];
+    (0..9usize)
+        .map(|i| {
+            let mut b = json!({
+                "messages": [{"role": "user", "content": texts[i % 3]}],
+                "max_tokens": 40, "seed": 500 + i as u64,
+                "temperature": if i % 3 == 2 { 0.7 } else { 0.0 },
+            });
+            if i % 4 == 1 {
+                b["logprobs"] = json!(true);
+                b["top_logprobs"] = json!(3);
+            }
+            if i == 4 {
+                b["repeat_penalty"] = json!(1.3);
+            }
+            if i == 5 {
+                b["stop"] = json!(["plums"]);
+            }
+            if i == 7 {
+                b["n"] = json!(2);
+            }
+            ("/v1/chat/completions", b)
+        })
+        .collect()
+}
+
+#[test]
+fn speculation_changes_no_answer_under_load() {
+    if model().is_none() {
+        return;
+    }
+    // A pool small enough to preempt, and a step budget that drafts must
+    // share with prefill chunks.
+    let flags = ["--max-seqs", "8", "--kv-mem", "6M", "--step-tokens", "64"];
+    let spec = Server::start(&[&flags[..], &["--speculate", "ngram", "--draft-max", "6"]].concat());
+    let plain = Server::start(&flags);
+    let work: Vec<(&str, Value)> = copying_workload()
+        .into_iter()
+        .chain(workload())
+        .chain(
+            constrained_workload()
+                .into_iter()
+                .take(6)
+                .map(|b| ("/v1/chat/completions", b)),
+        )
+        .collect();
+    let answer_all = |server: &Server| -> Vec<(u16, Value)> {
+        std::thread::scope(|sc| {
+            let handles: Vec<_> = work
+                .iter()
+                .map(|(path, body)| sc.spawn(|| server.post(path, body)))
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        })
+    };
+    let got = answer_all(&spec);
+    let want = answer_all(&plain);
+    for ((path, body), ((code, got), (want_code, want))) in
+        work.iter().zip(got.into_iter().zip(want))
+    {
+        assert_eq!((code, want_code), (200, 200), "{path} {body}: {got}");
+        assert_eq!(timeless(got), timeless(want), "{path} {body}");
+    }
+    let drafted = spec.metric("detllm_draft_tokens_total");
+    let accepted = spec.metric("detllm_draft_accepted_tokens_total");
+    eprintln!("speculation: {accepted} of {drafted} drafts accepted");
+    assert!(
+        accepted > 0.0 && drafted > accepted,
+        "{accepted} of {drafted}"
+    );
+    assert_eq!(plain.metric("detllm_draft_tokens_total"), 0.0);
+    assert_eq!(spec.metric("detllm_kv_pages_used"), 0.0);
+    assert_eq!(spec.metric("detllm_running_sequences"), 0.0);
 }
 
 /// The tools of the tool-call tests (`cli/tests/serve_openai_tools.py` has

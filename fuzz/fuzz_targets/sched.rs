@@ -148,6 +148,7 @@ fuzz_target!(|data: &[u8]| {
         max_cached,
         token_budget: budget,
         sample_lanes: 1,
+        speculate: None,
     };
     let runs: RefCell<HashMap<(u64, u32), Run>> = RefCell::new(HashMap::new());
     let mut sink = |ev: &Event<'_>| {

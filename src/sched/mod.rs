@@ -47,6 +47,13 @@
 //! cache and decoding goes on. So the events are the plain run's whatever
 //! the ids are, and k correct ids cost one prefill pass instead of k steps.
 //!
+//! **Speculation.** With [`SchedConfig::speculate`], a decoding
+//! completion feeds n-gram drafts from its own history after its last
+//! token, verified by the same walk as resumed ids, in the token budget
+//! and logits rows plain scheduling leaves over; rejected rows are cut
+//! in the same step. The events are those of the scheduler without it
+//! (`draft.rs` states the rules and who is not eligible).
+//!
 //! All memory is carved from the caller's [`Arena`] once
 //! ([`Scheduler::bytes_required`]); nothing allocates afterwards.
 //!
@@ -112,7 +119,7 @@
 //!     n_pages: 12,
 //! };
 //! let engine = Engine::<PagedCache>::new(model, limits, &mut arena)?;
-//! let cfg = SchedConfig { max_slots: 8, max_cached: 1, token_budget: 8, sample_lanes: 1 };
+//! let cfg = SchedConfig { max_slots: 8, max_cached: 1, token_budget: 8, sample_lanes: 1, speculate: None };
 //! let mut sched = Scheduler::new(engine, cfg, &mut arena)?;
 //!
 //! // Two requests, the second with two sampled completions and logprobs.
@@ -154,12 +161,14 @@
 #![deny(unsafe_code)]
 
 mod cache;
+mod draft;
 mod event;
 mod logprob;
 mod sampling;
 mod scheduler;
 mod slot;
 
+pub use draft::{MAX_DRAFT, NgramSpec};
 pub use event::{Event, FinishEvent, FinishReason, RequestId, Sink, TokenEvent};
 pub use logprob::{MAX_TOP_LOGPROBS, TopLogprob, logprobs};
 pub use sampling::MAX_SAMPLE_LANES;

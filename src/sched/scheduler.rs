@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 use super::cache::{Hit, PrefixCache};
+use super::draft::{self, MAX_DRAFT, NgramSpec};
 use super::event::{Event, FinishEvent, FinishReason, RequestId, Sink};
 use super::logprob::MAX_TOP_LOGPROBS;
 use super::sampling::{Job, Lanes};
@@ -37,6 +38,10 @@ pub struct SchedConfig {
     /// own sampler and logprob workspace (`vocab_size` values each). Set it
     /// to the thread count; results do not depend on it.
     pub sample_lanes: usize,
+    /// `Some`: decoding completions feed n-gram drafts, verified in the
+    /// step (speculative decoding; every event is the same as with `None`,
+    /// see `draft.rs`).
+    pub speculate: Option<NgramSpec>,
 }
 
 /// One request: a prompt and how to continue it.
@@ -89,6 +94,8 @@ pub struct StepReport {
     pub evicted: usize,
     /// Completions finished (cancelled ones are reported by `cancel`).
     pub finished: usize,
+    /// Draft rows verified (speculation; not counted in `decoded`).
+    pub drafted: usize,
 }
 
 /// Running totals since the scheduler was built.
@@ -117,6 +124,10 @@ pub struct Stats {
     /// Resumed ids ([`Scheduler::submit_resumed`]) found equal to the
     /// token drawn at their position.
     pub resumed_kept: u64,
+    /// Draft tokens fed in verify entries (speculation).
+    pub drafted: u64,
+    /// Of those, drafts found equal to the token drawn at their position.
+    pub draft_kept: u64,
 }
 
 /// One row group of a step: a slot, how many of its tokens it feeds, and
@@ -181,6 +192,11 @@ fn check_config(cfg: &SchedConfig, lim: &Limits) -> Result<()> {
     if cfg.sample_lanes == 0 || cfg.sample_lanes > super::MAX_SAMPLE_LANES {
         return bad("sample_lanes", cfg.sample_lanes);
     }
+    if let Some(spec) = cfg.speculate
+        && (spec.max_draft == 0 || spec.max_draft > MAX_DRAFT)
+    {
+        return bad("max_draft", spec.max_draft);
+    }
     Ok(())
 }
 
@@ -209,7 +225,8 @@ impl<'a> Scheduler<'a> {
     /// A scheduler driving `engine` (which should hold no sequences), its
     /// tables carved from `arena`. Errors: [`Error::InvalidLimit`]
     /// (`max_slots` zero, `max_cached ≥ max_seqs`, `token_budget` zero or
-    /// above `max_step_tokens`), [`Error::ArenaExhausted`] (arena untouched;
+    /// above `max_step_tokens`, `sample_lanes` outside its range, a
+    /// `speculate` draft length outside `1..=MAX_DRAFT`), [`Error::ArenaExhausted`] (arena untouched;
     /// size it with [`Scheduler::bytes_required`]).
     pub fn new(
         engine: Engine<'a, PagedCache<'a>>,
@@ -517,7 +534,9 @@ impl<'a> Scheduler<'a> {
         }
         self.retire_done(sink, &mut report)?;
         self.repair()?;
+        self.drop_drafts(); // a past step's leftovers, before admission plans
         self.admit(&mut report)?;
+        self.propose_drafts();
         let mut rows = [Row::EMPTY; MAX_STEP_ENTRIES];
         loop {
             let (n, _) = self.plan(&mut rows);
@@ -527,6 +546,9 @@ impl<'a> Scheduler<'a> {
             match self.run(par, &rows[..n], constraint, sink, &mut report) {
                 Ok(()) => return Ok(report),
                 Err(e @ Error::KvPagesExhausted { .. }) => {
+                    if self.drop_drafts() {
+                        continue; // speculation never evicts nor preempts
+                    }
                     if self.cache.evict_lru(&mut self.engine)? {
                         report.evicted += 1;
                         self.stats.evictions += 1;
@@ -553,8 +575,9 @@ impl<'a> Scheduler<'a> {
 
     /// The next step's rows over the active completions: a decode row for
     /// each (oldest first), then prefill and verify chunks (oldest first),
-    /// while the token budget, the entry limit and the logit rows last.
-    /// Returns (rows, tokens).
+    /// while the token budget, the entry limit and the logit rows last;
+    /// then the decode rows of completions with drafts grow by their drafts
+    /// (oldest first) from what is left. Returns (rows, tokens).
     fn plan(&self, rows: &mut Rows) -> (usize, usize) {
         let max_logits = self.engine.limits().max_logit_rows;
         let (mut n, mut tokens, mut logits) = (0, 0, 0);
@@ -562,19 +585,68 @@ impl<'a> Scheduler<'a> {
             let mut last = None;
             while n < self.max_entries && tokens < self.budget && logits < max_logits {
                 let Some(i) = self.next_slot(last, |s| {
-                    s.state() == State::Active && s.unfed() > 0 && s.decodes() == decode
+                    s.state() == State::Active && s.unfed() > 0 && s.in_decode() == decode
                 }) else {
                     break;
                 };
                 let s = &self.slots[i];
                 last = Some(s.key());
-                rows[n] = chunk(s, i, self.budget - tokens, max_logits - logits);
+                rows[n] = if decode {
+                    decode_row(s, i)
+                } else {
+                    chunk(s, i, self.budget - tokens, max_logits - logits)
+                };
                 tokens += rows[n].n as usize;
                 logits += rows[n].logit_rows();
                 n += 1;
             }
         }
+        for r in rows[..n].iter_mut() {
+            let s = &self.slots[r.slot as usize];
+            if r.verify && s.drafted == 1 {
+                let extra = (s.forced as usize)
+                    .min(self.budget - tokens)
+                    .min(max_logits - logits);
+                r.n += extra as u32;
+                tokens += extra;
+                logits += extra;
+            }
+        }
         (n, tokens)
+    }
+
+    /// Writes n-gram drafts after the history of every completion eligible
+    /// for speculation (see `draft.rs`). Nothing without
+    /// [`SchedConfig::speculate`].
+    fn propose_drafts(&mut self) {
+        let Some(spec) = self.cfg.speculate else {
+            return;
+        };
+        for (i, s) in self.slots.iter_mut().enumerate() {
+            let left = (s.max_tokens as usize).saturating_sub(s.generated());
+            if s.state() != State::Active || !s.decodes() || s.generated() == 0 || left < 2 {
+                continue;
+            }
+            let start = i * self.stride;
+            let Some(row) = self.tokens.get_mut(start..start + self.stride) else {
+                continue;
+            };
+            // At most the tokens still to draw after the last row's own.
+            let k = draft::propose(row, s.len as usize, spec.max_draft.min(left - 1));
+            if k > 0 {
+                s.forced = k as u32;
+                s.drafted = 1;
+            }
+        }
+    }
+
+    /// Drops every completion's drafts; true if any were pending.
+    fn drop_drafts(&mut self) -> bool {
+        let mut any = false;
+        for s in self.slots.iter_mut() {
+            any |= s.drop_drafts();
+        }
+        any
     }
 
     /// Admits queued completions, oldest first, while sequence slots, the
@@ -779,7 +851,11 @@ impl<'a> Scheduler<'a> {
         self.stats.steps += 1;
         for r in rows {
             let s = &mut self.slots[r.slot as usize];
-            if !r.verify && s.decodes() {
+            if s.drafted == 1 && r.verify {
+                report.decoded += 1;
+                report.drafted += r.n as usize - 1;
+                self.stats.drafted += u64::from(r.n - 1);
+            } else if !r.verify && s.decodes() {
                 report.decoded += 1;
             } else {
                 report.prefilled += r.n as usize;
@@ -791,6 +867,8 @@ impl<'a> Scheduler<'a> {
         let mut first_row = 0;
         for r in rows {
             if r.verify {
+                let mut kept = 0;
+                let drafted = self.slots[r.slot as usize].drafted == 1;
                 let mut resumed = Resumed {
                     par,
                     lanes: &mut self.lanes,
@@ -800,11 +878,18 @@ impl<'a> Scheduler<'a> {
                     constraint: &mut *constraint,
                     sink: &mut *sink,
                     tokens_out: &mut self.stats.tokens_out,
-                    kept: &mut self.stats.resumed_kept,
+                    kept: &mut kept,
                     slot: r.slot as usize,
                     first_row,
                 };
-                accept(&mut resumed, r.n as usize)?;
+                let walked = accept(&mut resumed, r.n as usize);
+                if drafted {
+                    // The last row's proposal, if any, was not fed.
+                    self.stats.draft_kept += kept.min(u64::from(r.n - 1));
+                } else {
+                    self.stats.resumed_kept += kept;
+                }
+                walked?;
             }
             first_row += r.logit_rows();
         }
@@ -986,6 +1071,16 @@ fn plan_jobs(slots: &[Slot], rows: &[Row], jobs: &mut [Job]) -> Result<usize> {
         }
     }
     Ok(n)
+}
+
+/// Slot `i`'s decode row: its last history token; a verify entry of that
+/// one row when it has drafts (the plan may grow it by the drafts).
+fn decode_row(s: &Slot, i: usize) -> Row {
+    Row {
+        slot: i as u32,
+        n: 1,
+        verify: s.drafted == 1 && s.forced > 0,
+    }
 }
 
 /// Slot `i`'s next entry, with `tokens` of the step's budget and

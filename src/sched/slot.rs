@@ -104,7 +104,9 @@ pub(crate) struct Slot {
     /// completion's ids not yet checked): fed with the history and drawn
     /// for row by row, each kept only while it equals its draw.
     pub forced: u32,
-    _pad: u32,
+    /// 1: the `forced` tokens are the completion's own drafts (speculation:
+    /// dropped at will), not a client's resumed ids.
+    pub drafted: u32,
 }
 
 const _: () = assert!(core::mem::size_of::<Slot>() == 208);
@@ -149,7 +151,7 @@ impl Slot {
             stop: stops,
             constrained: 0,
             forced: 0,
-            _pad: 0,
+            drafted: 0,
         }
     }
 
@@ -221,6 +223,23 @@ impl Slot {
     /// A decode row: exactly the last history token to feed, no proposals.
     pub fn decodes(&self) -> bool {
         self.forced == 0 && self.len.saturating_sub(self.fed) == 1
+    }
+
+    /// In decode, with or without its own drafts after the last token (a
+    /// client's resumed ids are not drafts).
+    pub fn in_decode(&self) -> bool {
+        (self.forced == 0 || self.drafted == 1) && self.len.saturating_sub(self.fed) == 1
+    }
+
+    /// Drops its drafts, if it has any (the proposal tokens stay in the
+    /// token table, unread). True if there were some.
+    pub fn drop_drafts(&mut self) -> bool {
+        let had = self.drafted == 1 && self.forced > 0;
+        if self.drafted == 1 {
+            self.forced = 0;
+            self.drafted = 0;
+        }
+        had
     }
 
     /// Admission order: request id, then completion index.

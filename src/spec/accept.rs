@@ -4,11 +4,14 @@
 //! the end of the generation) ends the walk — the rows after it are never
 //! drawn for, so the PRNG advances only for emitted tokens.
 //!
-//! Two callers: [`generate_speculative`](super::generate_speculative) (the
-//! proposals are drafts) and the scheduler's resumed completions
+//! Callers: [`generate_speculative`](super::generate_speculative) (the
+//! proposals are drafts) and the scheduler's verify entries: resumed
+//! completions
 //! ([`Scheduler::submit_resumed`](crate::sched::Scheduler::submit_resumed):
-//! the proposals are the ids a client already holds). Verified through
-//! both: `tests/engine/spec_props.rs` and `tests/engine/sched_props.rs`.
+//! the proposals are the ids a client already holds) and speculation
+//! ([`SchedConfig::speculate`](crate::sched::SchedConfig::speculate): a
+//! decoding completion's n-gram drafts). Verified through all:
+//! `tests/engine/spec_props.rs` and `tests/engine/sched_props.rs`.
 
 #![forbid(unsafe_code)]
 

@@ -458,6 +458,7 @@ fn check(w: &Workload, cov: &mut Coverage) -> Result<(), TestCaseError> {
         max_cached: w.max_cached,
         token_budget: w.budget,
         sample_lanes: w.lanes,
+        speculate: None,
     };
     let (eng, mut arena) = build(&file, bytes, lim, &mut buf2);
     let mut sched = Scheduler::new(eng, cfg, &mut arena).expect("scheduler");

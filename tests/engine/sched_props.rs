@@ -15,6 +15,12 @@
 //!   caught: the id compared one position late — kept 0 of 1; a draw from the
 //!   row after its own — an error; the walk going on past a mismatch — the
 //!   tokens differ);
+//! * with n-gram speculation (`SchedConfig::speculate`, a random draft
+//!   length), every completion is its solo run too, and every completion
+//!   cancelled in neither run has the same events (tokens, digests, logprobs,
+//!   finish) as in the same workload scheduled without speculation (planted
+//!   bugs caught: the PRNG advanced once per draft row not drawn for; the
+//!   rejected rows left in the KV cache, the bookkeeping cut);
 //! * a cancelled completion's tokens, digests and logprobs are a prefix of its
 //!   solo run's;
 //! * every completion ends with exactly one `Finished` event, after its tokens;
@@ -43,8 +49,8 @@ use detllm::parallel::ThreadPool;
 use detllm::quant::GgmlType;
 use detllm::sample::{Sampler, SamplingParams};
 use detllm::sched::{
-    self, Event, FinishReason, MAX_TOP_LOGPROBS, Request, RequestId, SchedConfig, Scheduler,
-    TopLogprob,
+    self, Event, FinishReason, MAX_TOP_LOGPROBS, NgramSpec, Request, RequestId, SchedConfig,
+    Scheduler, TopLogprob,
 };
 use detllm::{Arena, Error, F32, Parallel, Serial};
 use proptest::prelude::*;
@@ -115,6 +121,9 @@ struct Workload {
     threads: usize,
     /// Sampling lanes (`SchedConfig::sample_lanes`).
     lanes: usize,
+    /// `Some(max_draft)`: run with n-gram speculation, and once more without
+    /// it to compare the events.
+    speculate: Option<usize>,
     clear_at: Vec<usize>,
     reqs: Vec<ReqSpec>,
 }
@@ -205,7 +214,7 @@ fn arb_workload() -> impl Strategy<Value = Workload> {
         3usize..=12,
         1usize..=16,
         prop::sample::select(vec![1usize, 1, 2]),
-        1usize..=3,
+        (1usize..=3, prop::option::weighted(0.6, 1usize..=8)),
         prop::collection::vec(0usize..30, 0..=2),
         prop::collection::vec(any::<u32>(), 0..=14),
     )
@@ -220,7 +229,7 @@ fn arb_workload() -> impl Strategy<Value = Workload> {
                 slots,
                 budget,
                 th,
-                lanes,
+                (lanes, speculate),
                 clear,
                 base,
             )| {
@@ -235,6 +244,7 @@ fn arb_workload() -> impl Strategy<Value = Workload> {
                     budget,
                     threads: th,
                     lanes,
+                    speculate,
                     clear_at: clear.clone(),
                     reqs,
                 })
@@ -364,6 +374,11 @@ struct Coverage {
     with_logprobs: u64,
     queue_full: u64,
     clears: u64,
+    /// Speculation: draft rows verified, drafts kept, and completions whose
+    /// events were compared with the run without speculation.
+    drafted: u64,
+    draft_kept: u64,
+    compared_plain: u64,
     /// Resumed completions that ran to the end (with ids, with a wrong id).
     resumed: u64,
     resumed_wrong: u64,
@@ -446,26 +461,52 @@ fn check(w: &Workload, cov: &mut Coverage) -> Result<(), TestCaseError> {
         page_size: w.page_size,
         n_pages,
     };
-    let cfg = SchedConfig {
-        max_slots: w.max_slots,
-        max_cached: w.max_cached,
-        token_budget: w.budget,
-        sample_lanes: w.lanes,
+    let schedule = |speculate: Option<usize>, cov: &mut Coverage| {
+        let cfg = SchedConfig {
+            max_slots: w.max_slots,
+            max_cached: w.max_cached,
+            token_budget: w.budget,
+            sample_lanes: w.lanes,
+            speculate: speculate.map(|max_draft| NgramSpec { max_draft }),
+        };
+        with_engine!(w.model, lim, |eng, arena, _v| {
+            let mut sched = Scheduler::new(eng, cfg, &mut arena).expect("scheduler");
+            if w.threads > 1 {
+                drive(
+                    &mut sched,
+                    &ThreadPool::new(w.threads).expect("pool"),
+                    w,
+                    (&reqs, &resumes, &solo_tokens),
+                    cov,
+                )
+            } else {
+                drive(&mut sched, &Serial, w, (&reqs, &resumes, &solo_tokens), cov)
+            }
+        })
     };
-    let got = with_engine!(w.model, lim, |eng, arena, _v| {
-        let mut sched = Scheduler::new(eng, cfg, &mut arena).expect("scheduler");
-        if w.threads > 1 {
-            drive(
-                &mut sched,
-                &ThreadPool::new(w.threads).expect("pool"),
-                w,
-                (&reqs, &resumes, &solo_tokens),
-                cov,
-            )
-        } else {
-            drive(&mut sched, &Serial, w, (&reqs, &resumes, &solo_tokens), cov)
+    let got = schedule(w.speculate, cov)?;
+    // With speculation: every completion cancelled in neither run has the
+    // events of the scheduler without it (cancellations land at a step, and
+    // the runs take different steps: the prefix property below covers them).
+    if w.speculate.is_some() {
+        let plain = schedule(None, &mut Coverage::default())?;
+        let finished = |run: Option<&Run>| {
+            run.and_then(|r| r.finish)
+                .is_some_and(|f| f.0 != FinishReason::Cancelled)
+        };
+        for (key, run) in &got {
+            if finished(Some(run)) && finished(plain.get(key)) {
+                prop_assert_eq!(
+                    Some(run),
+                    plain.get(key),
+                    "request {} completion {}: speculation changed the events",
+                    key.0,
+                    key.1
+                );
+                cov.compared_plain += 1;
+            }
         }
-    })?;
+    }
     // Compare.
     for (r, (spec, solo_runs)) in reqs.iter().zip(&solos).enumerate() {
         for (i, want) in solo_runs.iter().enumerate() {
@@ -664,6 +705,8 @@ fn drive<P: Parallel>(
         uncancelled,
         all
     );
+    cov.drafted += stats.drafted;
+    cov.draft_kept += stats.draft_kept;
     cov.preemptions += stats.preemptions;
     cov.prefix_hits += stats.prefix_hits;
     cov.evictions += stats.evictions;
@@ -723,6 +766,9 @@ fn every_completion_equals_its_solo_run() {
         assert!(cov.queue_full > 0, "{cov:?}");
         assert!(cov.resumed > 0, "{cov:?}");
         assert!(cov.resumed_wrong > 0, "{cov:?}");
+        assert!(cov.draft_kept > 0, "{cov:?}");
+        assert!(cov.drafted > cov.draft_kept, "{cov:?}");
+        assert!(cov.compared_plain > 0, "{cov:?}");
     }
 }
 
@@ -751,6 +797,7 @@ fn bad_requests_are_typed_errors_and_change_nothing() {
         max_cached: 1,
         token_budget: 8,
         sample_lanes: 1,
+        speculate: None,
     };
     with_engine!(0, small_limits(), |eng, arena, vocab| {
         let mut sched = Scheduler::new(eng, cfg, &mut arena).expect("scheduler");
@@ -861,6 +908,7 @@ fn bad_configs_are_typed_errors() {
         max_cached: 1,
         token_budget: 8,
         sample_lanes: 1,
+        speculate: None,
     };
     let bad = [
         (
@@ -904,6 +952,22 @@ fn bad_configs_are_typed_errors() {
                 ..good
             },
             "sample_lanes",
+        ),
+        (
+            SchedConfig {
+                speculate: Some(NgramSpec { max_draft: 0 }),
+                ..good
+            },
+            "max_draft",
+        ),
+        (
+            SchedConfig {
+                speculate: Some(NgramSpec {
+                    max_draft: detllm::sched::MAX_DRAFT + 1,
+                }),
+                ..good
+            },
+            "max_draft",
         ),
     ];
     for (cfg, name) in bad {

@@ -69,6 +69,10 @@ pub struct Metrics {
     pub prefix_cache_hit_tokens: AtomicU64,
     /// Sequences preempted (pages freed, prefix recomputed later).
     pub preemptions: AtomicU64,
+    /// Draft tokens verified (`--speculate`).
+    pub draft_tokens: AtomicU64,
+    /// Of those, drafts equal to the token drawn at their position.
+    pub draft_accepted_tokens: AtomicU64,
     step_buckets: [AtomicU64; STEP_BUCKETS.len()],
     step_count: AtomicU64,
     step_micros: AtomicU64,
@@ -120,6 +124,16 @@ impl Metrics {
                 "detllm_preemptions_total",
                 "Sequences preempted.",
                 &self.preemptions,
+            ),
+            (
+                "detllm_draft_tokens_total",
+                "Draft tokens verified (--speculate).",
+                &self.draft_tokens,
+            ),
+            (
+                "detllm_draft_accepted_tokens_total",
+                "Draft tokens accepted (equal to the token drawn).",
+                &self.draft_accepted_tokens,
             ),
         ];
         for (name, help, v) in counters {

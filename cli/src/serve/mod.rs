@@ -42,6 +42,7 @@ pub mod verify_page;
 pub mod worker;
 
 use crate::error::{CliError, CliResult};
+use detllm::sched::NgramSpec;
 use hyper_util::server::graceful::GracefulShutdown;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -110,9 +111,27 @@ pub struct ServeArgs {
     /// Sign every choice's receipt with this Ed25519 key (`detllm keygen FILE`).
     #[arg(long)]
     pub signing_key: Option<PathBuf>,
+    /// Speculative decoding: `ngram` feeds each decoding sequence's drafts
+    /// (the tokens after the latest earlier occurrence of its last few
+    /// tokens, in its prompt and text so far) in the same engine step as the
+    /// other sequences' rows, from the step's spare tokens and logits rows.
+    /// Every answer (text, logprobs, digests, finish reason) is the same bits
+    /// as without it; only the step count changes.
+    #[arg(long, value_enum)]
+    pub speculate: Option<ServeSpeculate>,
+    /// Most draft tokens per sequence and step with --speculate, 1–32.
+    #[arg(long, default_value_t = 8, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=32))]
+    pub draft_max: usize,
     /// The browser verifier's module for `/verify` (written by scripts/build-web.sh).
     #[arg(long, default_value = "web/wasm.js")]
     pub verify_wasm: std::path::PathBuf,
+}
+
+/// Where `serve --speculate` takes drafts from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ServeSpeculate {
+    /// Prompt lookup over each sequence's own prompt and text.
+    Ngram,
 }
 
 /// Parses `256M`, `1G`, `65536K`, `1000000` (bytes).
@@ -166,6 +185,9 @@ pub fn worker_config(args: &ServeArgs) -> CliResult<worker::WorkerConfig> {
         kv_bytes,
         step_tokens: args.step_tokens,
         max_queue: args.max_queue,
+        speculate: args.speculate.map(|ServeSpeculate::Ngram| NgramSpec {
+            max_draft: args.draft_max,
+        }),
         store: store_config(args)?,
         signer,
     })

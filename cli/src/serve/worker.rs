@@ -66,6 +66,8 @@ pub struct WorkerConfig {
     pub step_tokens: usize,
     /// Completions waiting at most.
     pub max_queue: usize,
+    /// `--speculate ngram`: drafts verified in the decode steps.
+    pub speculate: Option<detllm::sched::NgramSpec>,
     /// Where finished choices are recorded (`None`: the in-memory ring).
     pub store: Option<crate::audit::writer::StoreConfig>,
     /// The receipts' signing key (`--signing-key`).
@@ -195,7 +197,8 @@ fn limits(cfg: &WorkerConfig, kv_bytes_per_page: usize) -> Limits {
         max_seqs,
         max_seq_len: cfg.ctx,
         max_step_tokens: cfg.step_tokens,
-        max_logit_rows: max_seqs.min(cfg.step_tokens),
+        // Speculation's drafts need logits rows beyond one per sequence.
+        max_logit_rows: (max_seqs + cfg.speculate.map_or(0, |s| s.max_draft)).min(cfg.step_tokens),
         kv_type: KvType::F16,
         page_size: PAGE_SIZE,
         n_pages,
@@ -208,6 +211,7 @@ fn sched_config(cfg: &WorkerConfig) -> SchedConfig {
         max_cached: PREFIX_CACHE_ENTRIES,
         token_budget: cfg.step_tokens,
         sample_lanes: cfg.model.threads.clamp(1, detllm::sched::MAX_SAMPLE_LANES),
+        speculate: cfg.speculate,
     }
 }
 
@@ -596,6 +600,8 @@ impl Runner {
         );
         let s = self.sched.stats();
         m.prefix_cache_hit_tokens.store(s.prefix_tokens, Relaxed);
+        m.draft_tokens.store(s.drafted, Relaxed);
+        m.draft_accepted_tokens.store(s.draft_kept, Relaxed);
     }
 }
 
