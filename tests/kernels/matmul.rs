@@ -192,9 +192,11 @@ fn expected_run(ty: GgmlType, path: KernelPath, n_rows: usize, m: usize) -> Rows
     } else {
         0
     };
-    // The VNNI tile reports its own build; the decode kernel reports the
-    // row kernel's (AVX-512 or AVX2), even on a VNNI CPU.
-    let build = if tiled && tiled_rows > 0 {
+    // The VNNI tile reports its own build, and so does the decode
+    // kernel's VNNI build (one input row on `Auto`); the other decode
+    // kernels report the row kernel's (AVX-512 or AVX2).
+    let vnni_decode = decode && vnni;
+    let build = if (tiled || vnni_decode) && tiled_rows > 0 {
         Level::Avx512Vnni
     } else {
         build

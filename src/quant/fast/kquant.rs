@@ -473,6 +473,9 @@ pub(crate) struct KQuantKernels {
     pub build: Level,
     pub tile: Option<KTile>,
     pub decode: Option<DecodeFn>,
+    /// The decode kernel's build: the row kernel's, or
+    /// [`Level::Avx512Vnni`] (Q4_K and Q5_K on AVX-512 VNNI).
+    pub decode_build: Level,
 }
 
 /// The portable body of the row kernel for `ty`, if it has one, and the

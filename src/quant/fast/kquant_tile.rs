@@ -44,6 +44,7 @@ pub(super) fn kquant_rows(
         build,
         tile,
         decode,
+        decode_build,
     }: KQuantKernels,
 ) -> (usize, Level, usize) {
     let m = x.rows().max(1);
@@ -56,7 +57,12 @@ pub(super) fn kquant_rows(
         _ => None,
     };
     let (done, tiled) = match (decoded, tile) {
-        (Some(n), _) => (n, n),
+        (Some(n), _) => {
+            if n > 0 {
+                build = decode_build;
+            }
+            (n, n)
+        }
         (None, Some(t)) if m > 1 => {
             let (done, tiled, ran) = kquant_tiles(w, r0, x, out, t);
             if ran && matches!(t, KTile::Wide(_)) {

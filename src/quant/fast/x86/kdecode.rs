@@ -3,7 +3,8 @@
 //! decode, and prefill without a VNNI tile: up to [`kquant::DECODE_ROWS`]
 //! a call, in passes of up to [`GROUP`]: each weight super-block decoded
 //! once per pass), in AVX2 intrinsics ([`avx2`]; also compiled with the
-//! AVX-512 features: [`avx512`]). Each cell is the exact sum of
+//! AVX-512 features: [`avx512`]; with one input row on AVX-512 VNNI, the
+//! 512-bit build of [`vnni`]). Each cell is the exact sum of
 //! [`kquant`]'s row kernel, rounded once.
 //!
 //! Contract: for weight rows `rows` (whole rows of `n_in / 256`
@@ -94,6 +95,9 @@ use crate::quant::fast::kquant::{self, CHUNK_SUPERS};
 use crate::quant::fixed::ExactAcc;
 use crate::simd::Level;
 use core::arch::x86_64::*;
+
+mod vnni;
+pub(in crate::quant::fast) use vnni::vnni;
 
 /// Super-blocks of input-row terms a decode kernel holds, and so of the
 /// longest input row it takes (65536 elements; the terms, [`ActSuper`],
@@ -494,6 +498,28 @@ fn decode_rows<const B: usize, const Q6: bool, const G: usize>(
     (out, col): (&mut [F32], usize),
     row: impl Fn(&[u8], &[ActRow<'_>], &[ActSuper]) -> [ExactAcc; G],
 ) -> bool {
+    let z = _mm256_setzero_si256();
+    let zero = ActSuper {
+        am: z,
+        rel: [z; 2],
+        x: [z; 2],
+    };
+    let term = |a: &ActRow<'_>, b: usize| act_super::<Q6>(a, b);
+    decode_rows_with::<B, G, ActSuper>(rows, acts, (out, col), (zero, term), row)
+}
+
+/// [`decode_rows`] with the input-row terms of type `S` (`zero` to set
+/// the array up, `term(a, b)` those of super-block `b` of `a`): the
+/// shared checks and passes of every decode build.
+#[target_feature(enable = "avx2")]
+#[inline]
+fn decode_rows_with<const B: usize, const G: usize, S: Copy>(
+    rows: &[u8],
+    acts: &[ActRow<'_>],
+    (out, col): (&mut [F32], usize),
+    (zero, term): (S, impl Fn(&ActRow<'_>, usize) -> S),
+    row: impl Fn(&[u8], &[ActRow<'_>], &[S]) -> [ExactAcc; G],
+) -> bool {
     let (m, n) = (acts.len(), acts.first().map_or(0, |a| a.qs.len() / QK_K));
     let n_rows = rows.len() / (B * n.max(1));
     let stride = out.len().checked_div(n_rows).unwrap_or(m);
@@ -513,10 +539,11 @@ fn decode_rows<const B: usize, const Q6: bool, const G: usize>(
     }
     // The terms array is set up (zeroed) on every call: a small one where
     // the pass's terms fit it (every row up to 16384 elements at M = 1).
+    let out = (out, stride, col);
     if G.min(m) * n <= FEW_TERMS {
-        decode_passes::<B, Q6, G, FEW_TERMS>((rows, n), acts, (out, stride, col), row);
+        decode_passes::<B, G, FEW_TERMS, S>((rows, n), acts, out, (zero, term), row);
     } else {
-        decode_passes::<B, Q6, G, MAX_TERMS>((rows, n), acts, (out, stride, col), row);
+        decode_passes::<B, G, MAX_TERMS, S>((rows, n), acts, out, (zero, term), row);
     }
     true
 }
@@ -529,23 +556,19 @@ const FEW_TERMS: usize = 64;
 /// ([`FEW_TERMS`] or [`MAX_TERMS`]).
 #[target_feature(enable = "avx2")]
 #[inline]
-fn decode_passes<const B: usize, const Q6: bool, const G: usize, const T: usize>(
+fn decode_passes<const B: usize, const G: usize, const T: usize, S: Copy>(
     (rows, n): (&[u8], usize),
     acts: &[ActRow<'_>],
     (out, stride, col): (&mut [F32], usize, usize),
-    row: impl Fn(&[u8], &[ActRow<'_>], &[ActSuper]) -> [ExactAcc; G],
+    (zero, term): (S, impl Fn(&ActRow<'_>, usize) -> S),
+    row: impl Fn(&[u8], &[ActRow<'_>], &[S]) -> [ExactAcc; G],
 ) {
-    let z = _mm256_setzero_si256();
-    let mut terms = [ActSuper {
-        am: z,
-        rel: [z; 2],
-        x: [z; 2],
-    }; T];
+    let mut terms = [zero; T];
     let per = G.min(T / n).max(1);
     for (p, pass) in acts.chunks(per).enumerate() {
         for (k, a) in pass.iter().enumerate() {
             for b in 0..n {
-                terms[k * n + b] = act_super::<Q6>(a, b);
+                terms[k * n + b] = term(a, b);
             }
         }
         let terms = &terms[..pass.len() * n];

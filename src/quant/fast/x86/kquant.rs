@@ -714,7 +714,7 @@ fn act_super<'a>(a: &ActRow<'a>, b: usize) -> Option<(&'a [i8; QK_K], &'a [ActSc
 /// The 64 bytes of `s` at `at` as a vector.
 #[target_feature(enable = "avx512f")]
 #[inline]
-fn load64<T: Copy>(s: &[T], at: usize) -> __m512i {
+pub(super) fn load64<T: Copy>(s: &[T], at: usize) -> __m512i {
     assert!(size_of::<T>() == 1 && at + 64 <= s.len());
     // SAFETY: `T` is one byte and `at + 64 <= s.len()` (asserted above), so
     // the 64 bytes read lie in `s`; the load is unaligned.

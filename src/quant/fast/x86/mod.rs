@@ -10,7 +10,8 @@
 //! * [`kquant`] — the Q4_K / Q6_K row and tile kernels, and their AVX-512
 //!   VNNI tile;
 //! * [`kdecode`] — the Q4_K / Q5_K / Q6_K decode kernels: every weight row against
-//!   one input row, the input's terms taken once, `i64` chunk sums.
+//!   one input row, the input's terms taken once, `i64` chunk sums (and,
+//!   in `kdecode/vnni.rs`, their AVX-512 VNNI build for one input row).
 //!
 //! These are leaves: they import only the portable drivers, kernel types
 //! and bounds of [`super`] and crate-level leaf modules (`quant::act`,
@@ -25,7 +26,7 @@
 //! `tests/kernels/matmul.rs` check that on every path this CPU runs (and
 //! that the build asked for ran), `tests/kernels_guarded.rs` that the
 //! kernels read only their inputs. With `crate::pool` and the expansion of
-//! `crate::simd::multiversion!`, the four files here are the only code of
+//! `crate::simd::multiversion!`, the files here are the only code of
 //! the crate allowed `unsafe` (each carries its review); this file has
 //! none.
 
