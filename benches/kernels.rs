@@ -319,9 +319,10 @@ fn bench_kquant_m1(c: &mut Criterion) {
 /// The K-quant kernels with several input rows, weights streamed from
 /// memory as in [`bench_kquant_m1`] (Q4_K and Q6_K, 1536 → 8960, one
 /// thread): `m1x8`, eight calls of one input row each (eight single-row
-/// decode steps), against `m8`, one call of eight (a batched decode step:
-/// every weight load shared by the eight), and `m64`, one call of 64 (a
-/// prefill chunk); throughput in multiply-adds (input rows × weights).
+/// decode steps), against `m2`, `m4`, `m8`, one call of two, four, eight
+/// (a batched decode or speculative verify step: every weight load shared
+/// by them), and `m64`, one call of 64 (a prefill chunk); throughput in
+/// multiply-adds (input rows × weights).
 fn bench_kquant_rows(c: &mut Criterion) {
     const STREAM_COPIES: usize = 8;
     let (n_in, n_out) = (1536usize, 8960usize);
@@ -339,7 +340,14 @@ fn bench_kquant_rows(c: &mut Criterion) {
             .iter()
             .map(|w| QMatrix::new(ty, n_in, n_out, w).unwrap())
             .collect();
-        for (m, calls, id) in [(1usize, 8usize, "m1x8"), (8, 1, "m8"), (64, 1, "m64")] {
+        let runs = [
+            (1usize, 8usize, "m1x8"),
+            (2, 1, "m2"),
+            (4, 1, "m4"),
+            (8, 1, "m8"),
+            (64, 1, "m64"),
+        ];
+        for (m, calls, id) in runs {
             let xs: Vec<F32> = (0..m * n_in)
                 .map(|_| F32::from_bits(rng.unit().to_bits()))
                 .collect();

@@ -32,7 +32,7 @@ use crate::support;
 
 use detllm::quant::fast::kquant::{
     CHUNK_LIM_Q4_K, CHUNK_LIM_Q5_K, CHUNK_LIM_Q6_K, CHUNK_SUPERS, CHUNK_WLIM_Q4_K, CHUNK_WLIM_Q5_K,
-    CHUNK_WLIM_Q6_K, DECODE_ROWS, TILE,
+    CHUNK_WLIM_Q6_K, DECODE_ROWS, TILE, VNNI_DECODE_MAX_ROWS,
 };
 use detllm::quant::fast::{
     AVX2_WIDE_MIN_ROWS, KernelPath, ROW_GROUP, RowsRun, WIDE_GROUPS, WIDE_MIN_ROWS,
@@ -158,13 +158,13 @@ fn expected_run(ty: GgmlType, path: KernelPath, n_rows: usize, m: usize) -> Rows
         (KernelPath::Auto | KernelPath::Avx2, l) if l >= Level::Avx2 => Level::Avx2,
         _ => Level::Portable,
     };
-    // Q4_K, Q5_K and Q6_K on `Auto` with several input rows where the CPU
-    // has AVX-512 VNNI: whole tiles of weight rows through the VNNI tile
-    // (four weight rows by up to 32 input rows).
+    // Q4_K, Q5_K and Q6_K on `Auto` with more than `VNNI_DECODE_MAX_ROWS`
+    // input rows where the CPU has AVX-512 VNNI: whole tiles of weight
+    // rows through the VNNI tile (four weight rows by up to 32 input rows).
     let tiled = matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K)
         && build >= Level::Avx2
         && blocked_rows > 0
-        && m > 1
+        && m > VNNI_DECODE_MAX_ROWS
         && level() == Level::Avx512Vnni
         && path == KernelPath::Auto;
     // Q4_0, Q4_1, Q5_0 and Q8_0 on `Auto` with AVX-512 VNNI and at least
@@ -176,13 +176,14 @@ fn expected_run(ty: GgmlType, path: KernelPath, n_rows: usize, m: usize) -> Rows
         GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q8_0
     ) && ((build == Level::Avx512Vnni && m >= WIDE_MIN_ROWS)
         || (ty == GgmlType::Q5_0 && build == Level::Avx2 && m >= AVX2_WIDE_MIN_ROWS));
-    // Q4_K, Q5_K and Q6_K on a SIMD build with one input row, or any
-    // number without the VNNI tile: every row through the decode kernel.
+    // Q4_K, Q5_K and Q6_K on a SIMD build with up to
+    // `VNNI_DECODE_MAX_ROWS` input rows, or any number without the VNNI
+    // tile: every row through the decode kernel.
     let vnni = path == KernelPath::Auto && level() == Level::Avx512Vnni;
     let decode = matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K)
         && build >= Level::Avx2
         && blocked_rows > 0
-        && (m == 1 || !vnni);
+        && (m <= VNNI_DECODE_MAX_ROWS || !vnni);
     let tiled_rows = if tiled {
         n_rows / TILE * TILE
     } else if decode {
@@ -193,8 +194,9 @@ fn expected_run(ty: GgmlType, path: KernelPath, n_rows: usize, m: usize) -> Rows
         0
     };
     // The VNNI tile reports its own build, and so does the decode
-    // kernel's VNNI build (one input row on `Auto`); the other decode
-    // kernels report the row kernel's (AVX-512 or AVX2).
+    // kernel's VNNI build (up to `VNNI_DECODE_MAX_ROWS` input rows on
+    // `Auto`); the other decode kernels report the row kernel's (AVX-512
+    // or AVX2).
     let vnni_decode = decode && vnni;
     let build = if (tiled || vnni_decode) && tiled_rows > 0 {
         Level::Avx512Vnni

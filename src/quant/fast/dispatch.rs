@@ -10,7 +10,7 @@
 //! | weights | [`KernelPath::Reference`] | `Portable` | `Auto` | `Avx2` |
 //! |---|---|---|---|---|
 //! | Q4_0, Q4_1, Q5_0, Q8_0 | `dot_row` | blocked, split kernel | blocked, widest fused build (VNNI, AVX2) or portable; on VNNI with at least `WIDE_MIN_ROWS` input rows, sixteen weight rows at a time | blocked, AVX2 fused build or portable |
-//! | Q4_K, Q5_K, Q6_K | `dot_row` | row kernel, portable body | row kernel, widest build (AVX-512, AVX2; Q4_K and Q6_K: hand-written; every weight row through that build's decode kernel with one input row (on AVX-512 VNNI its VNNI build), and with any number where there is no VNNI tile (blocks of weight rows, calls of up to 16 input rows); on AVX-512 VNNI with several, the VNNI tile: sixteen (else four) weight rows against up to 32 input rows at a time) or portable | row kernel, AVX2 build (Q4_K, Q5_K and Q6_K likewise: the decode kernel for any number of input rows) or portable |
+//! | Q4_K, Q5_K, Q6_K | `dot_row` | row kernel, portable body | row kernel, widest build (AVX-512, AVX2; Q4_K and Q6_K: hand-written; every weight row through that build's decode kernel with one input row (on AVX-512 VNNI its VNNI build, up to `VNNI_DECODE_MAX_ROWS` input rows), and with any number where there is no VNNI tile (blocks of weight rows, calls of up to 16 input rows); on AVX-512 VNNI with more, the VNNI tile: sixteen (else four) weight rows against up to 32 input rows at a time) or portable | row kernel, AVX2 build (Q4_K, Q5_K and Q6_K likewise: the decode kernel for any number of input rows) or portable |
 //! | any other | `dot_row` | `dot_row` | `dot_row` | `dot_row` |
 //!
 //! Contract: every plan computes the same bits as `dot_row` per cell.

@@ -445,6 +445,12 @@ pub(crate) type RowFn = fn(&[u8], &ActRow<'_>) -> ExactAcc;
 /// not take or a shape that does not match (the x86 Q4_K, Q5_K and Q6_K builds).
 pub(crate) type DecodeFn = fn(&[u8], &[ActRow<'_>], &mut [F32], usize) -> bool;
 
+/// Most input rows the x86 AVX-512 VNNI build hands the decode kernel
+/// rather than the VNNI tile (one row per call of a batched decode or a
+/// speculative verify step: each weight super-block decoded once for all
+/// of them, every weight row's chunk scales once; the tile takes more).
+pub const VNNI_DECODE_MAX_ROWS: usize = 4;
+
 /// Most input rows an x86 Q4_K / Q5_K / Q6_K decode kernel call takes; the
 /// driver gives it more, where there is no VNNI tile, in calls of this
 /// many.

@@ -30,10 +30,12 @@ use crate::simd::Level;
 /// [`dot_row`], which reports them), whole tiles of [`kquant::TILE`] weight
 /// rows first through the tile kernel where there is one and several input
 /// rows ([`kquant_tiles`]), or all rows through the decode kernel where
-/// there is one and one input row, or any number without a VNNI tile
+/// there is one and up to [`kquant::VNNI_DECODE_MAX_ROWS`] input rows, or
+/// any number without a VNNI tile
 /// ([`kquant_decode`]); returns `(rows done, build, rows done by the tile
 /// or decode kernel)`. The build is the row kernel's, or
-/// [`Level::Avx512Vnni`] when the VNNI tile did a tile.
+/// [`Level::Avx512Vnni`] when the VNNI tile did a tile or the decode
+/// kernel's VNNI build ran.
 pub(super) fn kquant_rows(
     w: &QMatrix<'_>,
     r0: usize,
@@ -49,11 +51,12 @@ pub(super) fn kquant_rows(
 ) -> (usize, Level, usize) {
     let m = x.rows().max(1);
     let mut build = build;
-    // The decode kernel for one input row, and for a few where there is
-    // no VNNI tile (which takes them faster).
+    // The decode kernel for a few input rows (a decode or verify step),
+    // and for any number where there is no VNNI tile (which takes more
+    // faster).
     let vnni = matches!(tile, Some(KTile::Wide(_)));
     let decoded = match decode {
-        Some(d) if m == 1 || !vnni => kquant_decode(w, r0, x, out, d),
+        Some(d) if m <= kquant::VNNI_DECODE_MAX_ROWS || !vnni => kquant_decode(w, r0, x, out, d),
         _ => None,
     };
     let (done, tiled) = match (decoded, tile) {
