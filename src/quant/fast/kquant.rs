@@ -451,6 +451,10 @@ pub(crate) type DecodeFn = fn(&[u8], &[ActRow<'_>], &mut [F32], usize) -> bool;
 /// of them, every weight row's chunk scales once; the tile takes more).
 pub const VNNI_DECODE_MAX_ROWS: usize = 4;
 
+/// Input rows the x86 decode kernels take in one pass over the weight
+/// rows of a call (each weight super-block decoded once for all of them).
+pub const DECODE_PASS_ROWS: usize = 8;
+
 /// Most input rows an x86 Q4_K / Q5_K / Q6_K decode kernel call takes; the
 /// driver gives it more, where there is no VNNI tile, in calls of this
 /// many.

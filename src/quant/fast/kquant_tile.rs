@@ -96,7 +96,8 @@ const DECODE_BLOCK_BYTES: usize = 64 * 1024;
 
 /// Every row of `out` (rows, M) through the decode kernel `d`, if it
 /// takes them (every input row well-formed): blocks of about
-/// [`DECODE_BLOCK_BYTES`] of weight rows (all of them with one input row),
+/// [`DECODE_BLOCK_BYTES`] of weight rows (all of them with up to
+/// [`kquant::DECODE_PASS_ROWS`] input rows, one pass),
 /// each against the input rows in calls of up to [`kquant::DECODE_ROWS`];
 /// returns the rows done, a prefix (`None`: none; the caller computes
 /// every row not done, so a block the kernel stopped in is redone).
@@ -115,7 +116,9 @@ fn kquant_decode(
     let rb = w.ty.row_bytes(w.n_in).ok().filter(|&rb| rb > 0)?;
     let end = r0.checked_add(n)?.checked_mul(rb)?;
     let rows = w.data.get(r0.checked_mul(rb)?..end)?;
-    let per_block = if m == 1 {
+    // Up to one pass of input rows: every weight row in one call (read
+    // once anyway; the input rows' terms taken once).
+    let per_block = if m <= kquant::DECODE_PASS_ROWS {
         n.max(1)
     } else {
         (DECODE_BLOCK_BYTES / rb).max(1)

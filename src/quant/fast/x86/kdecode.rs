@@ -480,7 +480,7 @@ fn q6_k_super(w: &Q6kSuper, yq: &[i8; QK_K], act: &ActSuper) -> __m256i {
 }
 
 /// Input rows per pass over the weights with several input rows.
-const GROUP: usize = 8;
+const GROUP: usize = kquant::DECODE_PASS_ROWS;
 
 /// The rows of `rows` (whole rows of `B`-byte super-blocks; `out` holds
 /// as many rows of `stride` cells) against the input rows `acts`, up to
