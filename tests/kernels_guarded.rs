@@ -32,7 +32,7 @@
 
 mod support;
 
-use detllm::quant::fast::kquant::{DECODE_ROWS, TILE};
+use detllm::quant::fast::kquant::{DECODE_ROWS, TILE, VNNI_DECODE_MAX_ROWS};
 use detllm::quant::fast::{
     AVX2_WIDE_MIN_ROWS, KernelPath, ROW_GROUP, RowsRun, WIDE_GROUPS, WIDE_MIN_ROWS,
     rows_kernel_with,
@@ -160,9 +160,9 @@ fn weights(rng: &mut Rng, ty: GgmlType, scales: &[usize], n_in: usize, n_out: us
 
 /// What `path` must report for `rows` rows, all in whole groups, against `m`
 /// input rows on this CPU (Q4_K, Q5_K and Q6_K on a SIMD path with several
-/// input rows: whole tiles through the tile kernel, with one (or up to
-/// `DECODE_ROWS` without the VNNI tile): every row through the decode
-/// kernel; Q5_K, whose only tile is the VNNI one, every row through its
+/// input rows: whole tiles through the tile kernel, with up to
+/// `VNNI_DECODE_MAX_ROWS` (or `DECODE_ROWS` without the VNNI tile): every
+/// row through the decode kernel; Q5_K, whose only tile is the VNNI one, every row through its
 /// decode kernel with any number elsewhere; Q4_0, Q4_1, Q5_0 and Q8_0 on the VNNI
 /// build with at least `WIDE_MIN_ROWS`, Q5_0 on the AVX2 build with at
 /// least `AVX2_WIDE_MIN_ROWS`: whole wide groups through the wide kernel).
@@ -173,7 +173,10 @@ fn check_ran(ty: GgmlType, path: KernelPath, rows: usize, m: usize, ran: RowsRun
         && path != KernelPath::Portable
         && cpu >= Level::Avx2;
     let vnni = path == KernelPath::Auto && cpu == Level::Avx512Vnni;
-    let decode = simd_kquant && (m == 1 || (!vnni && (m <= DECODE_ROWS || ty == GgmlType::Q5_K)));
+    let decode = simd_kquant
+        && (m == 1
+            || (vnni && m <= VNNI_DECODE_MAX_ROWS)
+            || (!vnni && (m <= DECODE_ROWS || ty == GgmlType::Q5_K)));
     let tiled = simd_kquant && m > 1 && !decode;
     // Q4_0 / Q4_1 / Q5_0 / Q8_0 on `Auto` with VNNI and enough input rows: whole wide
     // groups (four row groups) through the wide kernel.
@@ -206,10 +209,9 @@ fn check_ran(ty: GgmlType, path: KernelPath, rows: usize, m: usize, ran: RowsRun
         KernelPath::Avx2 if cpu >= Level::Avx2 => {
             assert_eq!(ran.build, Level::Avx2, "{ty:?} {path:?}")
         }
-        // The VNNI K-quant tile (four weight rows by up to eight input rows)
-        // and the VNNI wide kernel; the decode kernel reports the row
-        // kernel's build.
-        KernelPath::Auto if cpu == Level::Avx512Vnni && (tiled || wide) && want_tiled > 0 => {
+        // The VNNI K-quant tile, the decode kernel's VNNI build and the VNNI
+        // wide kernel.
+        KernelPath::Auto if cpu == Level::Avx512Vnni && want_tiled > 0 => {
             assert_eq!(ran.build, Level::Avx512Vnni, "{ty:?} {path:?}")
         }
         KernelPath::Auto if cpu >= Level::Avx2 => {

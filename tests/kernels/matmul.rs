@@ -650,6 +650,55 @@ fn kquant_chunk_limits_agree() {
 /// weight spread is `ws`); Q6_K every value -32 and every scale -128, `d`
 /// at shift 5 in each chunk's first super-block and `5 + ws` in the
 /// others. Every mantissa 2047; row 2 of each three negated.
+/// Q4_K, Q5_K and Q6_K rows whose chunks each have one scale shift, the
+/// odd chunks `gap` above the even ones: every chunk within the limits on
+/// its own, neighbouring ones at, one past and well past `CHUNK_WLIM_*`
+/// apart (a kernel taking the scales of more than one chunk at a time
+/// must not carry one chunk's base into the next: such a plant, tried,
+/// fails here and nowhere else). The reference and every path agree, with
+/// one, two and four input rows.
+#[test]
+fn kquant_far_apart_chunks_agree() {
+    let formats = [
+        (GgmlType::Q4_K, CHUNK_WLIM_Q4_K),
+        (GgmlType::Q5_K, CHUNK_WLIM_Q5_K),
+        (GgmlType::Q6_K, CHUNK_WLIM_Q6_K),
+    ];
+    let f16_at = |sh: u32| ((sh + 1) << 10) as u16 | 0x3FF;
+    for (ty, wlim) in formats {
+        // Two whole pairs of chunks and a partial one.
+        let n_in = 256 * (4 * CHUNK_SUPERS + 2);
+        let n_out = 20;
+        for gap in [0, wlim, wlim + 1, wlim + 6] {
+            let rb = ty.row_bytes(n_in).unwrap();
+            let mut wb = vec![0u8; rb * n_out];
+            for (r, row) in wb.chunks_mut(rb).enumerate() {
+                for (b, blk) in row.chunks_mut(ty.type_size()).enumerate() {
+                    let sh = 1 + (r % 3) as u32 + (b / CHUNK_SUPERS % 2) as u32 * gap;
+                    if matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K) {
+                        blk[0..2].copy_from_slice(&f16_at(sh).to_le_bytes());
+                        blk[2..4].copy_from_slice(&f16_at(sh).to_le_bytes());
+                        blk[4..].fill(0x5A ^ (b as u8));
+                    } else {
+                        blk[0..208].fill(0x3C ^ (b as u8));
+                        blk[208..210].copy_from_slice(&f16_at(sh).to_le_bytes());
+                    }
+                }
+            }
+            let w = QMatrix::new(ty, n_in, n_out, &wb).unwrap();
+            for m in [1usize, 2, 4] {
+                let x = chunk_inputs(m, n_in, 0);
+                let [r, p, s, v2] = paths(&w, &x, m, 8);
+                let at = format!("{ty:?} m {m} chunks {gap} apart");
+                assert!(r.iter().all(|c| F32::from_bits(*c).is_finite()), "{at}");
+                assert_eq!(r, p, "{at} portable");
+                assert_eq!(r, s, "{at} best SIMD");
+                assert_eq!(r, v2, "{at} AVX2");
+            }
+        }
+    }
+}
+
 fn chunk_weights(ty: GgmlType, n_in: usize, n_out: usize, ws: u32) -> Vec<u8> {
     let rb = ty.row_bytes(n_in).unwrap();
     let mut wb = vec![0u8; rb * n_out];
