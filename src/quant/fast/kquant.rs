@@ -446,9 +446,9 @@ pub(crate) type RowFn = fn(&[u8], &ActRow<'_>) -> ExactAcc;
 pub(crate) type DecodeFn = fn(&[u8], &[ActRow<'_>], &mut [F32], usize) -> bool;
 
 /// Most input rows the x86 AVX-512 VNNI build hands the decode kernel
-/// rather than the VNNI tile (one row per call of a batched decode or a
-/// speculative verify step: each weight super-block decoded once for all
-/// of them, every weight row's chunk scales once; the tile takes more).
+/// rather than the VNNI tile (a step of a few sequences, or a speculative
+/// verify step: each weight super-block decoded once for all of them,
+/// every weight row's chunk scales once; the tile takes more).
 pub const VNNI_DECODE_MAX_ROWS: usize = 4;
 
 /// Input rows the x86 decode kernels take in one pass over the weight
@@ -484,7 +484,7 @@ pub(crate) struct KQuantKernels {
     pub tile: Option<KTile>,
     pub decode: Option<DecodeFn>,
     /// The decode kernel's build: the row kernel's, or
-    /// [`Level::Avx512Vnni`] (Q4_K and Q5_K on AVX-512 VNNI).
+    /// [`Level::Avx512Vnni`] (Q4_K, Q5_K and Q6_K on AVX-512 VNNI).
     pub decode_build: Level,
 }
 
