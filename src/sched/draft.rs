@@ -10,9 +10,12 @@
 //!
 //! ## How
 //!
-//! Before each step's plan, [`propose`] writes up to `max_draft` tokens
-//! after an eligible completion's history in its token row (the
-//! [`NgramDraft`] lookup over prompt and text so far, no other state), and
+//! Before each step's plan, [`propose`] writes up to the completion's
+//! current draft length (`Slot::draft`, a [`DraftLen`](crate::spec::DraftLen)
+//! capped at `max_draft`: it grows while drafts are kept, shrinks after a
+//! partial acceptance, and pauses drafting after single misses, updated
+//! after each verify walk) after an eligible completion's history in its
+//! token row (the [`NgramDraft`] lookup over prompt and text so far), and
 //! the slot marks them as its own drafts (`Slot::forced` and
 //! `Slot::drafted`). From there they are handled exactly as a resumed
 //! completion's ids: the decode row becomes a verify entry (the last token
@@ -38,7 +41,9 @@
 //! `tests/engine/sched_props.rs`: random workloads (preemption, prefix
 //! hits, cancellations, `n > 1`, stop tokens, penalties, logprobs, resumed
 //! ids) run with and without speculation; every completion equals its solo
-//! run, and its events equal those of the scheduler without speculation.
+//! run, and its events equal those of the scheduler without speculation;
+//! `draft_length_adapts_to_kept_drafts`: no step drafts more than a
+//! reference `DraftLen` fed the kept counts allows.
 
 #![forbid(unsafe_code)]
 

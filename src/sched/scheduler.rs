@@ -13,6 +13,7 @@ use crate::constraint::{Constraint, Unconstrained};
 use crate::kv::{KvStore, PagedCache, SeqId};
 use crate::model::{Engine, Entry, Limits};
 use crate::sample::SamplingParams;
+use crate::spec::DraftLen;
 use crate::spec::accept::{Drew, Rows as AcceptRows, accept};
 use crate::{Arena, Error, F32, Parallel, Result};
 
@@ -631,8 +632,17 @@ impl<'a> Scheduler<'a> {
             let Some(row) = self.tokens.get_mut(start..start + self.stride) else {
                 continue;
             };
+            if s.draft.max() == 0 {
+                s.draft = DraftLen::new(spec.max_draft);
+            }
+            let want = s.draft.current();
+            if want == 0 {
+                // Paused after a miss: this step decodes plainly.
+                s.draft.update(0, 0);
+                continue;
+            }
             // At most the tokens still to draw after the last row's own.
-            let k = draft::propose(row, s.len as usize, spec.max_draft.min(left - 1));
+            let k = draft::propose(row, s.len as usize, want.min(left - 1));
             if k > 0 {
                 s.forced = k as u32;
                 s.drafted = 1;
@@ -885,7 +895,11 @@ impl<'a> Scheduler<'a> {
                 let walked = accept(&mut resumed, r.n as usize);
                 if drafted {
                     // The last row's proposal, if any, was not fed.
-                    self.stats.draft_kept += kept.min(u64::from(r.n - 1));
+                    let fed = r.n as usize - 1;
+                    let kept = kept.min(fed as u64);
+                    self.stats.draft_kept += kept;
+                    let s = &mut self.slots[r.slot as usize];
+                    s.draft.update(fed, kept as usize);
                 } else {
                     self.stats.resumed_kept += kept;
                 }

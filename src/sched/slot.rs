@@ -19,6 +19,7 @@ use crate::F32;
 use crate::audit::DigestChain;
 use crate::kv::SeqId;
 use crate::sample::{SamplingParams, SplitMix64};
+use crate::spec::DraftLen;
 
 /// Stop tokens a request may list.
 pub const MAX_STOP: usize = 16;
@@ -107,9 +108,13 @@ pub(crate) struct Slot {
     /// 1: the `forced` tokens are the completion's own drafts (speculation:
     /// dropped at will), not a client's resumed ids.
     pub drafted: u32,
+    /// How many drafts to propose next (speculation): adapted after each
+    /// verify entry to how many were kept; `max() == 0` until the
+    /// scheduler's first proposal sets it up.
+    pub draft: DraftLen,
 }
 
-const _: () = assert!(core::mem::size_of::<Slot>() == 208);
+const _: () = assert!(core::mem::size_of::<Slot>() == 224);
 
 impl Slot {
     /// A completion of `request` sampled with `params` (its seed already
@@ -152,6 +157,7 @@ impl Slot {
             constrained: 0,
             forced: 0,
             drafted: 0,
+            draft: DraftLen::new(0),
         }
     }
 

@@ -15,22 +15,33 @@
 #![forbid(unsafe_code)]
 
 /// Longest pause (decode steps without drafts) after repeated misses.
-const MAX_PAUSE: usize = 16;
+const MAX_PAUSE: u32 = 16;
 
 /// The adaptive draft length, between 1 and `max` (0 while paused).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+///
+/// Plain `u32`s (`bytemuck::Pod`), so that the scheduler keeps one per
+/// completion in its slot table; all zero is `DraftLen::new(0)`, drafting
+/// off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, bytemuck::Pod, bytemuck::Zeroable)]
+#[repr(C)]
 pub struct DraftLen {
-    max: usize,
-    cur: usize,
+    max: u32,
+    cur: u32,
     /// Steps left without drafts.
-    pause: usize,
+    pause: u32,
     /// The pause the next single-draft miss starts.
-    backoff: usize,
+    backoff: u32,
 }
 
 impl DraftLen {
-    /// Starts at `min(4, max)`; `max == 0` turns drafting off.
+    /// Starts at `min(4, max)`; `max == 0` turns drafting off (a `max`
+    /// beyond `u32` is `u32::MAX`).
     pub const fn new(max: usize) -> Self {
+        let max = if max > u32::MAX as usize {
+            u32::MAX
+        } else {
+            max as u32
+        };
         let cur = if max < 4 { max } else { 4 };
         DraftLen {
             max,
@@ -40,12 +51,18 @@ impl DraftLen {
         }
     }
 
-    /// Tokens to ask the draft source for next (0 while paused).
-    pub const fn current(&self) -> usize {
-        if self.pause > 0 { 0 } else { self.cur }
+    /// The longest length it may reach (0: drafting off).
+    pub const fn max(&self) -> usize {
+        self.max as usize
     }
 
-    /// Records that `accepted` of `proposed` drafts were kept.
+    /// Tokens to ask the draft source for next (0 while paused).
+    pub const fn current(&self) -> usize {
+        if self.pause > 0 { 0 } else { self.cur as usize }
+    }
+
+    /// Records that `accepted` of `proposed` drafts were kept (`proposed
+    /// == 0`: a step without drafts, which counts down a pause).
     pub fn update(&mut self, proposed: usize, accepted: usize) {
         if self.max == 0 {
             return;
@@ -64,7 +81,65 @@ impl DraftLen {
             if accepted > 0 {
                 self.backoff = 1;
             }
-            self.cur = (accepted + 1).max(self.cur / 2).clamp(1, self.max);
+            // `accepted < proposed ≤ u32::MAX` in every caller's use; saturate anyway.
+            let past = u32::try_from(accepted)
+                .unwrap_or(u32::MAX)
+                .saturating_add(1);
+            self.cur = past.max(self.cur / 2).clamp(1, self.max);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The rules of the module header, step by step.
+    #[test]
+    fn grows_shrinks_and_pauses() {
+        let mut d = DraftLen::new(8);
+        assert_eq!(d.current(), 4);
+        d.update(4, 4); // all kept: doubles
+        assert_eq!(d.current(), 8);
+        d.update(8, 8); // capped at max
+        assert_eq!(d.current(), 8);
+        d.update(8, 1); // partly kept: max(1 + 1, 8 / 2)
+        assert_eq!(d.current(), 4);
+        d.update(4, 0); // none of several kept: halves
+        assert_eq!(d.current(), 2);
+        d.update(2, 0);
+        assert_eq!(d.current(), 1);
+        d.update(1, 0); // a single miss: pauses one step
+        assert_eq!(d.current(), 0);
+        d.update(0, 0);
+        assert_eq!(d.current(), 1);
+        d.update(1, 0); // the next miss pauses two
+        d.update(0, 0);
+        assert_eq!(d.current(), 0);
+        d.update(0, 0);
+        assert_eq!(d.current(), 1);
+        d.update(1, 1); // a hit resets the backoff and doubles
+        assert_eq!(d.current(), 2);
+        d.update(2, 0);
+        d.update(1, 0);
+        d.update(0, 0);
+        assert_eq!(d.current(), 1, "the backoff restarted at one step");
+        // Off, and its zeroed form.
+        let mut off = DraftLen::new(0);
+        off.update(3, 3);
+        assert_eq!(off.current(), 0);
+        assert_eq!(
+            <DraftLen as bytemuck::Zeroable>::zeroed(),
+            DraftLen::new(0).with_backoff(0)
+        );
+        assert_eq!(DraftLen::new(2).current(), 2);
+        assert_eq!(DraftLen::new(usize::MAX).max(), u32::MAX as usize);
+    }
+
+    impl DraftLen {
+        fn with_backoff(mut self, b: u32) -> Self {
+            self.backoff = b;
+            self
         }
     }
 }

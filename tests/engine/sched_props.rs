@@ -52,6 +52,7 @@ use detllm::sched::{
     self, Event, FinishReason, MAX_TOP_LOGPROBS, NgramSpec, Request, RequestId, SchedConfig,
     Scheduler, TopLogprob,
 };
+use detllm::spec::DraftLen;
 use detllm::{Arena, Error, F32, Parallel, Serial};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
@@ -769,6 +770,108 @@ fn every_completion_equals_its_solo_run() {
         assert!(cov.draft_kept > 0, "{cov:?}");
         assert!(cov.drafted > cov.draft_kept, "{cov:?}");
         assert!(cov.compared_plain > 0, "{cov:?}");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The draft length adapts per completion.
+
+/// A completion under n-gram speculation proposes, step by step, no more
+/// drafts than `DraftLen` allows after the drafts kept so far (the
+/// reference `DraftLen` fed each step's drafted and kept counts, from
+/// `Scheduler::stats`): random repetitive prompts (so that the n-gram
+/// lookup finds matches), seeds, temperatures and draft maxima. Across the
+/// cases some step must be paused after a miss and some must draft more
+/// than one token, so that both rules are exercised (planted: the update
+/// after the verify walk left out — the length stays at its start and
+/// passes the reference's after the first partial acceptance).
+#[test]
+fn draft_length_adapts_to_kept_drafts() {
+    let mut runner = TestRunner::new(Config {
+        cases: cases(),
+        source_file: Some(file!()),
+        ..Config::default()
+    });
+    let strategy = (
+        prop::collection::vec(1u32..6, 2..5),
+        2usize..5,
+        1usize..9,
+        any::<u64>(),
+        prop_oneof![Just(0.0f32), 0.3f32..1.2],
+    );
+    let seen = RefCell::new((0usize, 0usize));
+    let result = runner.run(&strategy, |(motif, reps, max_draft, seed, temp)| {
+        let prompt: Vec<u32> = motif
+            .iter()
+            .copied()
+            .cycle()
+            .take(motif.len() * reps)
+            .collect();
+        let max_tokens = MAX_LEN - prompt.len();
+        let lim = Limits {
+            max_seqs: 2,
+            max_seq_len: MAX_LEN,
+            max_step_tokens: 16,
+            max_logit_rows: 16,
+            kv_type: KvType::F16,
+            page_size: 4,
+            n_pages: MAX_LEN / 4 + 2,
+        };
+        let cfg = SchedConfig {
+            max_slots: 1,
+            max_cached: 0,
+            token_budget: 16,
+            sample_lanes: 1,
+            speculate: Some(NgramSpec { max_draft }),
+        };
+        let params = SamplingParams {
+            temperature: f32v(temp),
+            seed,
+            ..SamplingParams::GREEDY
+        };
+        with_engine!(0, lim, |eng, arena, _v| {
+            let mut sched = Scheduler::new(eng, cfg, &mut arena).expect("scheduler");
+            let req = Request {
+                prompt: &prompt,
+                max_tokens,
+                params,
+                stop: &[],
+                n: 1,
+                logprobs: None,
+            };
+            sched.submit(&req).expect("submit");
+            let mut sink = |_: &Event<'_>| {};
+            let mut want = DraftLen::new(max_draft);
+            let (mut drafted, mut kept) = (0u64, 0u64);
+            let mut steps = 0;
+            while !sched.is_idle() {
+                let allowed = want.current();
+                sched.step(&Serial, &mut sink).expect("step");
+                let st = sched.stats();
+                let (d, k) = (
+                    (st.drafted - drafted) as usize,
+                    (st.draft_kept - kept) as usize,
+                );
+                (drafted, kept) = (st.drafted, st.draft_kept);
+                prop_assert!(d <= allowed, "step {steps}: {d} drafts, {allowed} allowed");
+                let mut seen = seen.borrow_mut();
+                seen.0 += usize::from(allowed == 0 && want.max() > 0);
+                seen.1 += usize::from(d > 1);
+                want.update(d, k);
+                steps += 1;
+                prop_assert!(steps < 200, "no progress");
+            }
+            Ok(())
+        })
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+    let (paused, long) = seen.into_inner();
+    println!("paused steps {paused}, steps drafting more than one {long}");
+    if cases() >= 40 {
+        assert!(paused > 0, "no step was paused");
+        assert!(long > 0, "no step drafted more than one token");
     }
 }
 

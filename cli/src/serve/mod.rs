@@ -119,7 +119,8 @@ pub struct ServeArgs {
     /// as without it; only the step count changes.
     #[arg(long, value_enum)]
     pub speculate: Option<ServeSpeculate>,
-    /// Most draft tokens per sequence and step with --speculate, 1–32.
+    /// Most draft tokens per sequence and step with --speculate, 1–32 (each
+    /// sequence starts at min(4, this) and adapts to the drafts it keeps).
     #[arg(long, default_value_t = 8, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=32))]
     pub draft_max: usize,
     /// The browser verifier's module for `/verify` (written by scripts/build-web.sh).
