@@ -100,9 +100,10 @@ mod vnni;
 pub(in crate::quant::fast) use vnni::vnni;
 
 /// Super-blocks of input-row terms a decode kernel holds, and so of the
-/// longest input row it takes (65536 elements; the terms, [`ActSuper`],
-/// 160 bytes each, live on the stack: 40 KiB, or 10 KiB where a pass's
-/// terms fit [`FEW_TERMS`]).
+/// longest input row it takes (65536 elements; the terms live on the
+/// stack: [`ActSuper`] 160 bytes each, 40 KiB, or 10 KiB where a pass's
+/// terms fit [`FEW_TERMS`]; the VNNI build's, with the activations
+/// reordered, 448 bytes each: 112 KiB, or 28 KiB).
 pub const MAX_TERMS: usize = 256;
 
 // A chunk of super-blocks is one activation chunk: `drel` and `ChunkScale`
@@ -548,7 +549,8 @@ fn decode_rows_with<const B: usize, const G: usize, S: Copy>(
     true
 }
 
-/// Input-row terms of the small terms array of [`decode_rows`] (10 KiB).
+/// Input-row terms of the small terms array of [`decode_rows`] (10 KiB;
+/// the VNNI build's 28 KiB).
 const FEW_TERMS: usize = 64;
 
 /// [`decode_rows`] past its checks (rows of `n` super-blocks, `out` of
