@@ -32,7 +32,7 @@
 
 mod support;
 
-use detllm::quant::fast::kquant::{DECODE_ROWS, TILE, VNNI_DECODE_MAX_ROWS};
+use detllm::quant::fast::kquant::{DECODE_ROWS, TILE, vnni_decode_takes};
 use detllm::quant::fast::{
     AVX2_WIDE_MIN_ROWS, KernelPath, ROW_GROUP, RowsRun, WIDE_GROUPS, WIDE_MIN_ROWS,
     rows_kernel_with,
@@ -161,12 +161,12 @@ fn weights(rng: &mut Rng, ty: GgmlType, scales: &[usize], n_in: usize, n_out: us
 /// What `path` must report for `rows` rows, all in whole groups, against `m`
 /// input rows on this CPU (Q4_K, Q5_K and Q6_K on a SIMD path with several
 /// input rows: whole tiles through the tile kernel, with up to
-/// `VNNI_DECODE_MAX_ROWS` (or `DECODE_ROWS` without the VNNI tile): every
+/// as many as `vnni_decode_takes` (or `DECODE_ROWS` without the VNNI tile): every
 /// row through the decode kernel; Q5_K, whose only tile is the VNNI one, every row through its
 /// decode kernel with any number elsewhere; Q4_0, Q4_1, Q5_0 and Q8_0 on the VNNI
 /// build with at least `WIDE_MIN_ROWS`, Q5_0 on the AVX2 build with at
 /// least `AVX2_WIDE_MIN_ROWS`: whole wide groups through the wide kernel).
-fn check_ran(ty: GgmlType, path: KernelPath, rows: usize, m: usize, ran: RowsRun) {
+fn check_ran(ty: GgmlType, path: KernelPath, rows: usize, (m, n_in): (usize, usize), ran: RowsRun) {
     assert_eq!(ran.blocked_rows, rows, "{ty:?} {path:?}: blocked rows");
     let cpu = level();
     let simd_kquant = matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K)
@@ -175,7 +175,7 @@ fn check_ran(ty: GgmlType, path: KernelPath, rows: usize, m: usize, ran: RowsRun
     let vnni = path == KernelPath::Auto && cpu == Level::Avx512Vnni;
     let decode = simd_kquant
         && (m == 1
-            || (vnni && m <= VNNI_DECODE_MAX_ROWS)
+            || (vnni && vnni_decode_takes(m, n_in))
             || (!vnni && (m <= DECODE_ROWS || ty == GgmlType::Q5_K)));
     let tiled = simd_kquant && m > 1 && !decode;
     // Q4_0 / Q4_1 / Q5_0 / Q8_0 on `Auto` with VNNI and enough input rows: whole wide
@@ -232,7 +232,7 @@ fn run_paths(w: &QMatrix, r0: usize, x: &[F32], m: usize, arena_buf: &mut [u8], 
     for &path in paths() {
         let mut out = vec![F32::ZERO; rows * m];
         let ran = rows_kernel_with(w, r0, &a, &mut out, path);
-        check_ran(w.ty, path, rows, m, ran);
+        check_ran(w.ty, path, rows, (m, w.n_in), ran);
         let got: Vec<u32> = out.iter().map(|v| v.to_bits()).collect();
         assert_eq!(got, want, "{:?} {path:?} (rows {r0}.., M {m})", w.ty);
     }

@@ -32,7 +32,7 @@ use crate::support;
 
 use detllm::quant::fast::kquant::{
     CHUNK_LIM_Q4_K, CHUNK_LIM_Q5_K, CHUNK_LIM_Q6_K, CHUNK_SUPERS, CHUNK_WLIM_Q4_K, CHUNK_WLIM_Q5_K,
-    CHUNK_WLIM_Q6_K, DECODE_ROWS, TILE, VNNI_DECODE_MAX_ROWS,
+    CHUNK_WLIM_Q6_K, DECODE_ROWS, TILE, vnni_decode_takes,
 };
 use detllm::quant::fast::{
     AVX2_WIDE_MIN_ROWS, KernelPath, ROW_GROUP, RowsRun, WIDE_GROUPS, WIDE_MIN_ROWS,
@@ -139,7 +139,12 @@ fn run(par: &impl detllm::Parallel, w: &QMatrix, x: &[F32], m: usize) -> Vec<u32
 
 /// What `path` must run on `n_rows` rows of `ty` against `m` input rows on
 /// this CPU (the table in the module docs).
-fn expected_run(ty: GgmlType, path: KernelPath, n_rows: usize, m: usize) -> RowsRun {
+fn expected_run(
+    ty: GgmlType,
+    path: KernelPath,
+    n_rows: usize,
+    (m, n_in): (usize, usize),
+) -> RowsRun {
     let has_blocked = matches!(
         ty,
         GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q8_0
@@ -159,12 +164,14 @@ fn expected_run(ty: GgmlType, path: KernelPath, n_rows: usize, m: usize) -> Rows
         _ => Level::Portable,
     };
     // Q4_K, Q5_K and Q6_K on `Auto` with more than `VNNI_DECODE_MAX_ROWS`
-    // input rows where the CPU has AVX-512 VNNI: whole tiles of weight
-    // rows through the VNNI tile (four weight rows by up to 32 input rows).
+    // input rows where the CPU has AVX-512 VNNI (more than
+    // `DECODE_PASS_ROWS`, or more than `VNNI_DECODE_PASS_TERMS` terms):
+    // whole tiles of weight rows through the VNNI tile (four weight rows
+    // by up to 32 input rows).
     let tiled = matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K)
         && build >= Level::Avx2
         && blocked_rows > 0
-        && m > VNNI_DECODE_MAX_ROWS
+        && !vnni_decode_takes(m, n_in)
         && level() == Level::Avx512Vnni
         && path == KernelPath::Auto;
     // Q4_0, Q4_1, Q5_0 and Q8_0 on `Auto` with AVX-512 VNNI and at least
@@ -176,14 +183,15 @@ fn expected_run(ty: GgmlType, path: KernelPath, n_rows: usize, m: usize) -> Rows
         GgmlType::Q4_0 | GgmlType::Q4_1 | GgmlType::Q5_0 | GgmlType::Q8_0
     ) && ((build == Level::Avx512Vnni && m >= WIDE_MIN_ROWS)
         || (ty == GgmlType::Q5_0 && build == Level::Avx2 && m >= AVX2_WIDE_MIN_ROWS));
-    // Q4_K, Q5_K and Q6_K on a SIMD build with up to
-    // `VNNI_DECODE_MAX_ROWS` input rows, or any number without the VNNI
+    // Q4_K, Q5_K and Q6_K on a SIMD build with the input rows
+    // `vnni_decode_takes` (up to `VNNI_DECODE_MAX_ROWS`, or up to
+    // `DECODE_PASS_ROWS` of short rows), or any number without the VNNI
     // tile: every row through the decode kernel.
     let vnni = path == KernelPath::Auto && level() == Level::Avx512Vnni;
     let decode = matches!(ty, GgmlType::Q4_K | GgmlType::Q5_K | GgmlType::Q6_K)
         && build >= Level::Avx2
         && blocked_rows > 0
-        && (m <= VNNI_DECODE_MAX_ROWS || !vnni);
+        && (vnni_decode_takes(m, n_in) || !vnni);
     let tiled_rows = if tiled {
         n_rows / TILE * TILE
     } else if decode {
@@ -194,7 +202,7 @@ fn expected_run(ty: GgmlType, path: KernelPath, n_rows: usize, m: usize) -> Rows
         0
     };
     // The VNNI tile reports its own build, and so does the decode
-    // kernel's VNNI build (up to `VNNI_DECODE_MAX_ROWS` input rows on
+    // kernel's VNNI build (the input rows `vnni_decode_takes` on
     // `Auto`); the other decode kernels report the row kernel's (AVX-512
     // or AVX2).
     let vnni_decode = decode && vnni;
@@ -231,7 +239,7 @@ fn paths(w: &QMatrix, x: &[F32], m: usize, split: usize) -> [Vec<u32>; 4] {
             rows_kernel_with(w, 0, &a, lo, p),
             rows_kernel_with(w, split, &a, hi, p),
         ];
-        let want = [split, w.n_out - split].map(|n| expected_run(w.ty, p, n, m));
+        let want = [split, w.n_out - split].map(|n| expected_run(w.ty, p, n, (m, w.n_in)));
         assert_eq!(ran, want, "{:?} {p:?}: what ran", w.ty);
         out.iter().map(|v| v.to_bits()).collect()
     })

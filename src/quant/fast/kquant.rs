@@ -451,6 +451,30 @@ pub(crate) type DecodeFn = fn(&[u8], &[ActRow<'_>], &mut [F32], usize) -> bool;
 /// every weight row's chunk scales once; the tile takes more).
 pub const VNNI_DECODE_MAX_ROWS: usize = 4;
 
+/// Input rows × super-blocks a row up to which the VNNI build also hands
+/// the decode kernel up to [`DECODE_PASS_ROWS`] input rows: one pass's
+/// input terms then fit the kernel's small terms array (`x86::kdecode`'s
+/// `FEW_TERMS`), as eight rows of the 1536- and 2048-wide matrices of a
+/// 1.5B model do. Longer rows, whose passes would split and whose terms
+/// would fill the large array, stay with the VNNI tile (measured: eight
+/// rows of the 1.5B's 8960-wide FFN down projection on the decode kernel
+/// made a batch-8 step slower, of its 1536-wide matrices faster).
+pub const VNNI_DECODE_PASS_TERMS: usize = 64;
+
+/// Whether the VNNI build gives `m` input rows of `n_in` elements to the
+/// decode kernel rather than the VNNI tile: up to [`VNNI_DECODE_MAX_ROWS`],
+/// or up to [`DECODE_PASS_ROWS`] while `m` rows' terms fit
+/// [`VNNI_DECODE_PASS_TERMS`].
+pub const fn vnni_decode_takes(m: usize, n_in: usize) -> bool {
+    m <= VNNI_DECODE_MAX_ROWS
+        || (m <= DECODE_PASS_ROWS && m * n_in.div_ceil(QK_K) <= VNNI_DECODE_PASS_TERMS)
+}
+
+// Eight rows of 2048 go to the decode kernel, of 2304 or 8960 to the tile;
+// four rows of any length to the decode kernel.
+const _: () = assert!(vnni_decode_takes(8, 2048) && !vnni_decode_takes(8, 2304));
+const _: () = assert!(!vnni_decode_takes(8, 8960) && vnni_decode_takes(4, 65536));
+
 /// Input rows the x86 decode kernels take in one pass over the weight
 /// rows of a call (each weight super-block decoded once for all of them).
 pub const DECODE_PASS_ROWS: usize = 8;

@@ -30,7 +30,7 @@ use crate::simd::Level;
 /// [`dot_row`], which reports them), whole tiles of [`kquant::TILE`] weight
 /// rows first through the tile kernel where there is one and several input
 /// rows ([`kquant_tiles`]), or all rows through the decode kernel where
-/// there is one and up to [`kquant::VNNI_DECODE_MAX_ROWS`] input rows, or
+/// there is one and the input rows [`kquant::vnni_decode_takes`], or
 /// any number without a VNNI tile
 /// ([`kquant_decode`]); returns `(rows done, build, rows done by the tile
 /// or decode kernel)`. The build is the row kernel's, or
@@ -56,7 +56,7 @@ pub(super) fn kquant_rows(
     // faster).
     let vnni = matches!(tile, Some(KTile::Wide(_)));
     let decoded = match decode {
-        Some(d) if m <= kquant::VNNI_DECODE_MAX_ROWS || !vnni => kquant_decode(w, r0, x, out, d),
+        Some(d) if kquant::vnni_decode_takes(m, w.n_in) || !vnni => kquant_decode(w, r0, x, out, d),
         _ => None,
     };
     let (done, tiled) = match (decoded, tile) {

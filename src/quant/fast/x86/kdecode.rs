@@ -551,7 +551,7 @@ fn decode_rows_with<const B: usize, const G: usize, S: Copy>(
 
 /// Input-row terms of the small terms array of [`decode_rows`] (10 KiB;
 /// the VNNI build's 28 KiB).
-const FEW_TERMS: usize = 64;
+const FEW_TERMS: usize = kquant::VNNI_DECODE_PASS_TERMS;
 
 /// [`decode_rows`] past its checks (rows of `n` super-blocks, `out` of
 /// `stride` cells a row), the terms of each pass in an array of `T`

@@ -6,8 +6,9 @@
 //! terms scaled in the eight `i64` lanes of one vector. One input row by
 //! [`decode_row_v`]; several by [`group`] (each weight super-block's
 //! values and factors and each weight row's chunk scales taken once for
-//! all of them) — the driver hands it up to
-//! `kquant::VNNI_DECODE_MAX_ROWS`, the VNNI tile more.
+//! all of them) — the driver hands it the input rows
+//! `kquant::vnni_decode_takes` (up to `VNNI_DECODE_MAX_ROWS`, or up to
+//! `DECODE_PASS_ROWS` of short rows), the VNNI tile more.
 //!
 //! Contract: as [`super`]'s — each cell is `q4_k_row(row, a).finish()`
 //! (`q5_k_row`, `q6_k_row`), the same bits as
